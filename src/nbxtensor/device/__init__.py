@@ -1,0 +1,6 @@
+"""Devices behind one interface (``cpu`` here; ``cuda`` in :mod:`nbxtensor.device.cuda`)."""
+
+from .base import Backend, Storage, as_device, backend_for, device, register_backend
+from . import cpu
+
+__all__ = ["Backend", "Storage", "as_device", "backend_for", "device", "register_backend", "cpu"]

@@ -1,0 +1,126 @@
+"""Casts between every pair of the dtype table, on host arrays (the CPU implementation and the oracle's last step).
+
+Rules (PyTorch 2.13 measured on CPU, except where stated):
+- Into float16, bfloat16 and float8 the value first becomes float32 (PyTorch converts through ``float``: a
+  float64 just above a float16 tie rounds twice, and so do we), then rounds to nearest even.
+- float8_e4m3fn has no infinity: finite values beyond +-448 and +-inf saturate to +-448; NaN stays NaN
+  (measured: 500, 480 and inf -> 448). float8_e5m2 overflows to +-inf (61440 -> inf).
+- Complex into a real dtype keeps the real part (PyTorch warns; we do not).
+- Into bool: nonzero (NaN included) is True.
+- Float into an integer dtype truncates toward zero. PyTorch leaves NaN, +-inf and out-of-range values
+  undefined (C++ UB; x86 CPU gives INT_MIN or wrapped bits). **nbxtensor's rule**, shared by the CPU and GPU
+  implementations: NaN -> 0, values beyond the target's range (+-inf included) saturate to its min or max.
+  This is what the GPU's ``cvt.rzi`` instruction does natively (PTX ISA, "cvt": float-to-integer
+  conversions saturate and map NaN to 0).
+- Integer into a narrower integer wraps modulo 2**bits (two's complement), as PyTorch and NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import check
+from . import table as T
+from .table import DType
+
+__all__ = ["cast_array", "checked_scalar", "FLOAT8_E4M3FN_MAX"]
+
+FLOAT8_E4M3FN_MAX = 448.0  # largest finite float8_e4m3fn (OCP 8-bit floating point spec, E4M3)
+
+_VIA_FLOAT32 = frozenset({T.float16, T.bfloat16, T.float8_e4m3fn, T.float8_e5m2})
+
+
+def cast_array(a: np.ndarray, src: DType, dst: DType) -> np.ndarray:
+    """Convert host array ``a`` holding ``src`` values to a new array of ``dst.numpy`` by the rules above.
+
+    Args:
+        a: any shape; its NumPy dtype must be ``src.numpy``.
+        src, dst: rows of the dtype table.
+
+    Returns:
+        A new C-ordered array of ``dst.numpy`` with ``a``'s shape (a copy even when ``src is dst``).
+    """
+    if src is dst:
+        return np.array(a, copy=True)
+    if src.kind == T.KIND_COMPLEX and dst.kind != T.KIND_COMPLEX:
+        if dst is T.bool_:
+            return np.asarray(a != 0)
+        a = a.real
+        src = src.to_real()
+    if dst is T.bool_:
+        return np.asarray((a.astype(np.float32) if src in _VIA_FLOAT32 else a) != 0)
+    if dst in _VIA_FLOAT32:
+        f = a.astype(np.float32) if src is not T.float32 else a
+        if dst is T.float8_e4m3fn:
+            f = np.where(np.isnan(f), f, np.clip(f, -FLOAT8_E4M3FN_MAX, FLOAT8_E4M3FN_MAX)).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return f.astype(dst.numpy)
+    if dst.kind in (T.KIND_INT, T.KIND_UINT) and src.kind == T.KIND_FLOAT:
+        return _float_to_int(a, dst)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return a.astype(dst.numpy)
+
+
+def _float_to_int(a: np.ndarray, dst: DType) -> np.ndarray:
+    """Truncate toward zero; NaN -> 0; saturate outside ``dst``'s range (nbxtensor's documented rule)."""
+    info = np.iinfo(dst.numpy)
+    x = a.astype(np.float64)
+    out = np.zeros(x.shape, dtype=dst.numpy)
+    nan = np.isnan(x)
+    hi = x >= float(info.max) + 1.0  # first value past the max; exact in float64 for every integer width here
+    lo = x <= float(info.min) - 1.0
+    mid = ~(nan | hi | lo)
+    out[mid] = np.trunc(x[mid]).astype(dst.numpy)
+    out[hi] = info.max
+    out[lo] = info.min
+    return out
+
+
+def checked_scalar(value, dst: DType, fn: str):
+    """Convert a Python scalar to a NumPy scalar of ``dst``, refusing overflow as PyTorch's ``checked_convert``.
+
+    Used by ``fill_``, ``full`` and integer data in ``tensor()``. Rules (c10/util/TypeCast.h, ``overflows``):
+    integer targets accept ``[min, max]``, unsigned ones also ``[-max, -1]`` (wrapped, so ``-1`` -> 255 for
+    uint8); a float value into an integer dtype truncates toward zero and must fit; a finite float beyond a
+    float dtype's largest finite value overflows (inf and NaN pass); a complex value with a nonzero imaginary
+    part overflows every real dtype; anything converts to bool.
+
+    Raises:
+        RuntimeError: "value cannot be converted to type <dtype> without overflow" (PyTorch's message).
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    err = lambda: f"{fn}: value cannot be converted to type {dst.name} without overflow"  # noqa: E731
+    if dst is T.bool_:
+        return np.bool_(value != 0)
+    if isinstance(value, complex) and dst.kind != T.KIND_COMPLEX:
+        check(value.imag == 0, err)
+        value = value.real
+    if dst.kind in (T.KIND_INT, T.KIND_UINT):
+        info = np.iinfo(dst.numpy)
+        if isinstance(value, float):
+            check(value == value and abs(value) != float("inf"), err)
+            value = int(value)  # truncates toward zero
+        value = int(value)
+        if dst.kind == T.KIND_UINT:
+            check(-int(info.max) <= value <= int(info.max), err)
+            return dst.numpy.type(value % (int(info.max) + 1))
+        check(int(info.min) <= value <= int(info.max), err)
+        return dst.numpy.type(value)
+    if dst.kind == T.KIND_FLOAT:
+        v = float(value)
+        if v == v and abs(v) != float("inf"):
+            check(abs(v) <= float(_finite_max(dst)), err)
+        return cast_array(np.array([v]), T.float64, dst)[0]
+    return dst.numpy.type(value)
+
+
+def _finite_max(dst: DType) -> float:
+    if dst is T.float8_e4m3fn:
+        return FLOAT8_E4M3FN_MAX
+    return float(np.finfo(dst.numpy).max) if dst.numpy.kind == "f" else float(ml_dtypes_finfo(dst).max)
+
+
+def ml_dtypes_finfo(dst: DType):
+    import ml_dtypes
+    return ml_dtypes.finfo(dst.numpy)

@@ -1,0 +1,119 @@
+"""``copy_`` and ``fill_``: the data-movement kernels every device needs, installed into ``Tensor``.
+
+``copy_(dst, src)`` broadcasts ``src`` to ``dst.shape``, converts dtype by :mod:`nbxtensor.dtypes.casting`
+and crosses devices. ``fill_(dst, value)`` converts ``value`` with PyTorch's overflow check
+(:func:`nbxtensor.dtypes.casting.checked_scalar`).
+
+CPU: NumPy assignment over strided views (NumPy buffers overlapping source and destination). Other devices:
+a device kernel registered in :data:`DEVICE_KERNELS` when there is one; otherwise the values travel through
+the host (correct for every dtype and layout, slower: one read and one write of the touched span).
+
+Cost: ``copy_`` reads ``src.numel() * src.itemsize`` bytes (once per source element, broadcast reads served
+from cache) and writes ``dst.nbytes``; no flops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import check
+from ..device.base import backend_for
+from ..dtypes.casting import cast_array, checked_scalar
+from ..shapes import broadcast_shapes, storage_span
+from ..tensor.core import Tensor, _download, copy_hook, host_view
+from .registry import Cost, OpRecord, register
+
+__all__ = ["copy_", "fill_", "DEVICE_KERNELS", "check_no_internal_overlap"]
+
+# device type -> {"copy": fn(dst, src_expanded), "fill": fn(dst, numpy_scalar)}; filled by device packages.
+DEVICE_KERNELS: dict[str, dict] = {}
+
+
+def check_no_internal_overlap(t: Tensor, fn: str) -> None:
+    """Refuse writes to a tensor where several elements share one memory location (a dim of size > 1 with
+    stride 0, as from ``expand``), with PyTorch's message."""
+    check(all(not (size > 1 and st == 0) for size, st in zip(t.shape, t.stride())),
+          f"{fn}: unsupported operation: more than one element of the written-to tensor refers to a single memory "
+          "location. Please clone() the tensor before performing the operation.")
+
+
+def _write_host_values(dst: Tensor, vals: np.ndarray) -> None:
+    """Write host values (already of dst's dtype and shape) into dst on any device."""
+    be = backend_for(dst.device)
+    it = dst.dtype.itemsize
+    if dst.is_contiguous():
+        be.write(dst.untyped_storage(), dst.storage_offset() * it, np.asarray(vals, order="C").reshape(-1).view(np.uint8))
+        return
+    lo, hi = storage_span(dst.shape, dst.stride(), dst.storage_offset())
+    span = be.read(dst.untyped_storage(), lo * it, (hi - lo) * it).view(dst.dtype.numpy)
+    view = np.lib.stride_tricks.as_strided(span[dst.storage_offset() - lo:], shape=dst.shape,
+                                           strides=tuple(s * it for s in dst.stride()))
+    view[...] = vals
+    be.write(dst.untyped_storage(), lo * it, span.view(np.uint8))
+
+
+def copy_(dst: Tensor, src: Tensor) -> None:
+    """Copy ``src`` into ``dst`` (see the module docstring). Called through ``Tensor.copy_``.
+
+    Raises:
+        RuntimeError: ``src`` does not broadcast to ``dst.shape``; ``dst`` has internal overlap.
+    """
+    shape = broadcast_shapes(dst.shape, src.shape)
+    check(tuple(shape) == tuple(dst.shape), lambda: f"copy_: source of shape {list(src.shape)} cannot be broadcast "
+          f"to the destination's shape {list(dst.shape)}")
+    check_no_internal_overlap(dst, "copy_")
+    if dst.numel() == 0:
+        return
+    srcb = src.expand(dst.shape)
+    if dst.device.type == "cpu" and src.device.type == "cpu":
+        d, s = host_view(dst), host_view(srcb)
+        d[...] = s if src.dtype is dst.dtype else cast_array(s, src.dtype, dst.dtype)
+        return
+    kern = DEVICE_KERNELS.get(dst.device.type, {}).get("copy")
+    if kern is not None and src.device == dst.device:
+        kern(dst, srcb)
+        return
+    vals = _download(srcb)
+    if src.dtype is not dst.dtype:
+        vals = cast_array(vals, src.dtype, dst.dtype)
+    _write_host_values(dst, vals)
+
+
+def fill_(dst: Tensor, value) -> None:
+    """Fill ``dst`` with a scalar converted by ``checked_scalar``. Called through ``Tensor.fill_``.
+
+    Raises:
+        RuntimeError: overflow (PyTorch's message); internal overlap.
+    """
+    v = checked_scalar(value, dst.dtype, "fill_")
+    check_no_internal_overlap(dst, "fill_")
+    if dst.numel() == 0:
+        return
+    if dst.device.type == "cpu":
+        host_view(dst)[...] = v
+        return
+    kern = DEVICE_KERNELS.get(dst.device.type, {}).get("fill")
+    if kern is not None:
+        kern(dst, v)
+        return
+    _write_host_values(dst, np.full(dst.shape, v, dtype=dst.dtype.numpy))
+
+
+def _copy_cost(dst_shape, dst_dtype, src_numel, src_dtype) -> Cost:
+    n = 1
+    for s in dst_shape:
+        n *= s
+    return Cost(flops=0, bytes_read=src_numel * src_dtype.itemsize, bytes_written=n * dst_dtype.itemsize)
+
+
+copy_hook.copy = copy_
+copy_hook.fill = fill_
+
+# copy_ and fill_ define the conversion rules rather than approximate a function: their reference is the rule
+# itself (dtypes.casting), checked bit-exactly against PyTorch in the parity suite, not a float64 oracle.
+register(OpRecord(name="copy_", family="copy", cpu=copy_, cost=_copy_cost,
+                  oracle_note="exact: defined by nbxtensor.dtypes.casting; parity-tested against PyTorch"))
+register(OpRecord(name="fill_", family="copy", cpu=fill_,
+                  cost=lambda shape, dtype: Cost(flops=0, bytes_read=0,
+                                                 bytes_written=int(np.prod(shape)) * dtype.itemsize),
+                  oracle_note="exact: defined by nbxtensor.dtypes.casting.checked_scalar"))
