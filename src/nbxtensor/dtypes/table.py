@@ -98,13 +98,14 @@ class DType:
         return pair
 
     def __repr__(self) -> str:
-        # PyTorch prints dtypes as torch.float16; we print ours under the library's name.
-        return "nbxtensor." + self.name
+        # PyTorch prints torch.float16; we print under the conventional import alias (as NumPy 2 prints
+        # np.float64), which also keeps tensor reprs as short as PyTorch's.
+        return "nbx." + self.name
 
     def __str__(self) -> str:
         # Triton reads a pointer argument's element type from str(arg.dtype) ending in a name of its table
-        # (../shared/DESIGN.md): "torch.float16" style spellings satisfy it.
-        return "nbxtensor." + self.name
+        # (../shared/DESIGN.md): "nbx.float16" satisfies it.
+        return "nbx." + self.name
 
     def __reduce__(self):
         return (dtype_from, (self.name,))
@@ -161,7 +162,7 @@ def dtype_from(obj: object, *, arg: str = "dtype") -> DType:
     if isinstance(obj, DType):
         return obj
     if isinstance(obj, str):
-        name = obj[6:] if obj.startswith("torch.") else obj[10:] if obj.startswith("nbxtensor.") else obj
+        name = obj.split(".", 1)[1] if obj.startswith(("torch.", "nbx.", "nbxtensor.")) else obj
         found = _BY_NAME.get(name)
         check(found is not None, lambda: f"{arg}: unknown dtype name {obj!r}; expected one of "
               f"{sorted(_BY_NAME)}", TypeError)

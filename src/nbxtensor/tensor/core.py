@@ -26,7 +26,7 @@ class Size(tuple):
     """A tensor's shape: a tuple of ints, as ``torch.Size``."""
 
     def __repr__(self) -> str:
-        return f"nbxtensor.Size({list(self)})"
+        return f"nbx.Size({list(self)})"
 
     def numel(self) -> int:
         return numel(self)
@@ -260,7 +260,7 @@ class Tensor:
 
     def type(self, dtype=None):
         if dtype is None:
-            return f"nbxtensor.{self._dtype.name}"
+            return f"nbx.{self._dtype.name}"
         return self.to(dtype)
 
     def float(self) -> "Tensor":

@@ -3,7 +3,7 @@
 Same rules: one formatter per tensor choosing integer, fixed (4 decimals) or scientific mode from the nonzero
 finite values; width padding; 80-column lines; summarisation with 3 edge items above 1000 elements; suffixes
 ``device=``, ``size=`` (empty tensors) and ``dtype=`` (omitted for the default float and complex dtypes, int64
-and bool). Differences: dtypes print as ``nbxtensor.float16`` rather than ``torch.float16``.
+and bool). Differences: dtypes print as ``nbx.float16`` rather than ``torch.float16``.
 """
 
 from __future__ import annotations
@@ -151,11 +151,11 @@ def tensor_repr(t) -> str:
         if t.ndim != 1:
             suffixes.append("size=" + str(tuple(t.shape)))
         if dt is not P.get_default_dtype():
-            suffixes.append(f"dtype=nbxtensor.{dt.name}")
+            suffixes.append(f"dtype=nbx.{dt.name}")
         body = "[]"
     else:
         if dt not in (P.get_default_dtype(), P.default_complex_dtype(), T.int64, T.bool_):
-            suffixes.append(f"dtype=nbxtensor.{dt.name}")
+            suffixes.append(f"dtype=nbx.{dt.name}")
         from .core import _download
         body = _values_str(_download(t), dt, indent)
     return _add_suffixes(prefix + body, suffixes, indent)
