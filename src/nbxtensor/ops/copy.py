@@ -4,9 +4,11 @@
 and crosses devices. ``fill_(dst, value)`` converts ``value`` with PyTorch's overflow check
 (:func:`nbxtensor.dtypes.casting.checked_scalar`).
 
-CPU: NumPy assignment over strided views (NumPy buffers overlapping source and destination). Other devices:
-a device kernel registered in :data:`DEVICE_KERNELS` when there is one; otherwise the values travel through
-the host (correct for every dtype and layout, slower: one read and one write of the touched span).
+Implementations come from the op table: ``cpu`` is NumPy assignment over strided views (NumPy buffers
+overlapping source and destination); the ``triton`` implementation (set by the elementwise family) serves
+``cuda`` tensors and the interpreter tier. Copies across devices, and same-device copies on a device whose
+record has no Triton implementation yet, travel through the host (correct for every dtype and layout;
+slower: one read and one write of the touched span).
 
 Cost: ``copy_`` reads ``src.numel() * src.itemsize`` bytes (once per source element, broadcast reads served
 from cache) and writes ``dst.nbytes``; no flops.
@@ -21,12 +23,9 @@ from ..device.base import backend_for
 from ..dtypes.casting import cast_array, checked_scalar
 from ..shapes import broadcast_shapes, storage_span
 from ..tensor.core import Tensor, _download, copy_hook, host_view
-from .registry import Cost, OpRecord, register
+from .registry import Cost, OpRecord, impl, register
 
-__all__ = ["copy_", "fill_", "DEVICE_KERNELS", "check_no_internal_overlap"]
-
-# device type -> {"copy": fn(dst, src_expanded), "fill": fn(dst, numpy_scalar)}; filled by device packages.
-DEVICE_KERNELS: dict[str, dict] = {}
+__all__ = ["copy_", "fill_", "check_no_internal_overlap"]
 
 
 def check_no_internal_overlap(t: Tensor, fn: str) -> None:
@@ -65,14 +64,11 @@ def copy_(dst: Tensor, src: Tensor) -> None:
     if dst.numel() == 0:
         return
     srcb = src.expand(dst.shape)
-    if dst.device.type == "cpu" and src.device.type == "cpu":
-        d, s = host_view(dst), host_view(srcb)
-        d[...] = s if src.dtype is dst.dtype else cast_array(s, src.dtype, dst.dtype)
-        return
-    kern = DEVICE_KERNELS.get(dst.device.type, {}).get("copy")
-    if kern is not None and src.device == dst.device:
-        kern(dst, srcb)
-        return
+    if src.device == dst.device:
+        kern = _kernel("copy_", dst.device.type)
+        if kern is not None:
+            kern(dst, srcb)
+            return
     vals = _download(srcb)
     if src.dtype is not dst.dtype:
         vals = cast_array(vals, src.dtype, dst.dtype)
@@ -89,14 +85,27 @@ def fill_(dst: Tensor, value) -> None:
     check_no_internal_overlap(dst, "fill_")
     if dst.numel() == 0:
         return
-    if dst.device.type == "cpu":
-        host_view(dst)[...] = v
-        return
-    kern = DEVICE_KERNELS.get(dst.device.type, {}).get("fill")
+    kern = _kernel("fill_", dst.device.type)
     if kern is not None:
         kern(dst, v)
         return
     _write_host_values(dst, np.full(dst.shape, v, dtype=dst.dtype.numpy))
+
+
+def _kernel(name: str, device_type: str):
+    try:
+        return impl(name, device_type)
+    except NotImplementedError:
+        return None
+
+
+def _copy_cpu(dst: Tensor, srcb: Tensor) -> None:
+    d, s = host_view(dst), host_view(srcb)
+    d[...] = s if srcb.dtype is dst.dtype else cast_array(s, srcb.dtype, dst.dtype)
+
+
+def _fill_cpu(dst: Tensor, v) -> None:
+    host_view(dst)[...] = v
 
 
 def _copy_cost(dst_shape, dst_dtype, src_numel, src_dtype) -> Cost:
@@ -111,9 +120,9 @@ copy_hook.fill = fill_
 
 # copy_ and fill_ define the conversion rules rather than approximate a function: their reference is the rule
 # itself (dtypes.casting), checked bit-exactly against PyTorch in the parity suite, not a float64 oracle.
-register(OpRecord(name="copy_", family="copy", cpu=copy_, cost=_copy_cost,
+register(OpRecord(name="copy_", family="copy", cpu=_copy_cpu, cost=_copy_cost,
                   oracle_note="exact: defined by nbxtensor.dtypes.casting; parity-tested against PyTorch"))
-register(OpRecord(name="fill_", family="copy", cpu=fill_,
+register(OpRecord(name="fill_", family="copy", cpu=_fill_cpu,
                   cost=lambda shape, dtype: Cost(flops=0, bytes_read=0,
                                                  bytes_written=int(np.prod(shape)) * dtype.itemsize),
                   oracle_note="exact: defined by nbxtensor.dtypes.casting.checked_scalar"))

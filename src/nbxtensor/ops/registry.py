@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .._errors import check
+from ..runtime.launcher import interpreting
 
 __all__ = ["Cost", "OpRecord", "register", "get", "all_ops", "impl"]
 
@@ -45,7 +46,8 @@ class OpRecord:
         cost: a callable returning a :class:`Cost` for given arguments.
         oracle: a float64 NumPy reference, separate from ``cpu`` (``None`` only with ``oracle_note``).
         oracle_note: why an op has no float64 oracle (exact ops defined by a rule).
-        devices: device type -> implementation (``"cuda"`` -> Triton launcher), beside ``cpu``.
+        triton: the implementation that launches Triton kernels: used for ``cuda`` tensors, and for ``cpu``
+            tensors under the interpreter tier (``NBX_TRITON_INTERPRET=1``), so CI runs every kernel.
         extra: family-specific fields (promotion kind, allowed dtypes, error cases, tolerance override ...).
     """
 
@@ -55,7 +57,7 @@ class OpRecord:
     cost: Callable
     oracle: Callable | None = None
     oracle_note: str = ""
-    devices: dict[str, Callable] = field(default_factory=dict)
+    triton: Callable | None = None
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -95,7 +97,8 @@ def all_ops() -> list[OpRecord]:
 
 
 def impl(name: str, device_type: str) -> Callable:
-    """The implementation of op ``name`` for ``device_type``.
+    """The implementation of op ``name`` for ``device_type``: ``cpu`` -> the NumPy implementation (the Triton
+    one under the interpreter tier), ``cuda`` -> the Triton one.
 
     Raises:
         NotImplementedError: the op has no implementation for that device type (a loud refusal, never a
@@ -103,9 +106,8 @@ def impl(name: str, device_type: str) -> Callable:
     """
     rec = get(name)
     if device_type == "cpu":
-        return rec.cpu
-    fn = rec.devices.get(device_type)
-    if fn is None:
-        raise NotImplementedError(f"{name}: no implementation for device type '{device_type}' "
-                                  f"(has: cpu{''.join(', ' + d for d in rec.devices)})")
-    return fn
+        return rec.triton if (rec.triton is not None and interpreting()) else rec.cpu
+    if device_type == "cuda" and rec.triton is not None:
+        return rec.triton
+    raise NotImplementedError(f"{name}: no implementation for device type '{device_type}' (it has: cpu"
+                              f"{', triton (cuda)' if rec.triton is not None else ''})")

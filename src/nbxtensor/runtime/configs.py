@@ -1,0 +1,110 @@
+"""Launch keys and the per-architecture config tables that kernels read their settings from.
+
+A kernel never hard-codes its block size, warps or stages: its host wrapper asks :func:`launch_config` with a
+:class:`LaunchKey` (op, dtypes, bucketed shape, architecture). Tables live in ``runtime/configs/<arch>.json``
+(``sm90.json``, ``interpret.json``, ...) and ``generic.json`` is consulted when the architecture's file has no
+entry for the op. Autotuning (a later issue) writes certified entries that replace these defaults without
+touching kernels.
+
+Table format::
+
+    {"<op>": [{"max_numel": 65536, "config": {"BLOCK": 1024, "num_warps": 4}},
+              {"config": {"BLOCK": 4096, "num_warps": 8}}]}
+
+Rules are tried in order; a rule matches when every ``max_<dim>`` bound it names holds for the key's shape
+facts (``numel``, ``rows``, ``cols``, ... as the op passes them) and every ``dtypes`` it names equals the key's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .._errors import check
+
+__all__ = ["LaunchKey", "bucket", "launch_config", "arch_of", "CONFIG_DIR"]
+
+CONFIG_DIR = os.path.join(os.path.dirname(__file__), "configs")
+
+
+def bucket(n: int) -> int:
+    """The next power of two >= ``n`` (1 for n <= 1): shapes are keyed by bucket, not exact size."""
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class LaunchKey:
+    """What a kernel's settings may depend on.
+
+    Attributes:
+        op: the op (or kernel) name in the tables.
+        dtypes: dtype names of the inputs/outputs that matter (``("float16",)``).
+        shape: ``(("numel", 1048576),)``-style pairs of bucketed shape facts.
+        arch: ``"sm90"``, ``"sm80"``, ... or ``"interpret"`` for the interpreter tier.
+    """
+
+    op: str
+    dtypes: tuple[str, ...]
+    shape: tuple[tuple[str, int], ...]
+    arch: str
+
+
+def arch_of(device) -> str:
+    """The table name for ``device``: ``"interpret"`` for CPU tensors (interpreter tier), ``"sm<major><minor>"``
+    for a CUDA device (from the driver's compute capability)."""
+    if device.type == "cpu":
+        return "interpret"
+    from .. import cuda
+    major, minor = cuda.get_device_capability(device.index)
+    return f"sm{major}{minor}"
+
+
+@lru_cache(maxsize=None)
+def _table(arch: str) -> dict:
+    path = os.path.join(CONFIG_DIR, f"{arch}.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _match(rule: dict, key: LaunchKey) -> bool:
+    facts = dict(key.shape)
+    for name, bound in rule.items():
+        if name.startswith("max_"):
+            fact = name[4:]
+            check(fact in facts, lambda: f"launch_config: rule for {key.op} bounds '{fact}' but the launch key has "
+                  f"only {sorted(facts)}", KeyError)
+            if facts[fact] > bound:
+                return False
+        elif name == "dtypes" and tuple(bound) != key.dtypes:
+            return False
+    return True
+
+
+def launch_config(op: str, device, *, dtypes=(), **shape_facts: int) -> dict:
+    """The settings for launching ``op`` on ``device`` with the given dtypes and shape facts.
+
+    Args:
+        op: the op's name in the tables.
+        device: the launch device (``cpu`` means the interpreter tier).
+        dtypes: dtypes (or names) the choice may depend on.
+        shape_facts: sizes such as ``numel=...``, ``cols=...``; bucketed to powers of two.
+
+    Returns:
+        A new dict of constexpr values and launch options (``BLOCK``, ``num_warps``, ...).
+
+    Raises:
+        KeyError: neither the architecture's table nor ``generic.json`` has a rule for ``op`` that matches,
+            naming the op, the architecture and the key.
+    """
+    names = tuple(getattr(d, "name", d) for d in dtypes)
+    key = LaunchKey(op, names, tuple(sorted((k, bucket(v)) for k, v in shape_facts.items())), arch_of(device))
+    for arch in (key.arch, "generic"):
+        for rule in _table(arch).get(op, []):
+            if _match(rule, key):
+                return dict(rule["config"])
+    raise KeyError(f"launch_config: no config for op '{op}' on architecture '{key.arch}' (key {key}); add a rule to "
+                   f"runtime/configs/{key.arch}.json or generic.json")
