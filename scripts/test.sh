@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up a virtual environment in .venv and run every CPU-side test tier:
+#   1. core suite with no torch installed (tensor semantics, every op on the cpu device vs the float64 oracle)
+#   2. interpreter tier: every Triton kernel under Triton's interpreter on small shapes (NBX_TRITON_INTERPRET=1)
+#   3. parity suite against PyTorch on CPU (torch pinned to 2.13.0, installed only now)
+# Exits non-zero on the first failing tier. Usage: bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=${NBX_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -e ".[gpu,test]"
+"$VENV/bin/python" -m pip uninstall -q -y torch 2>/dev/null || true
+
+echo "== tier 1: core suite (no torch in the environment) =="
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not parity" tests
+
+echo "== tier 2: interpreter tier (Triton kernels on host memory, quick shapes) =="
+NBX_TRITON_INTERPRET=1 NBX_TEST_QUICK=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not parity" \
+  $(ls -d tests/ops tests/random tests/runtime 2>/dev/null)
+
+echo "== tier 3: parity suite against PyTorch 2.13.0 on CPU =="
+"$VENV/bin/python" -m pip install -q "torch==2.13.0"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -m parity tests
