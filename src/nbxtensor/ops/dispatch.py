@@ -1,0 +1,630 @@
+"""The shared host-side pipeline of every operator: schemas, argument checks, promotion, broadcasting, outputs,
+device routing, and the installation of functions, ``Tensor`` methods and operators FROM the op table.
+
+Device implementations only compute; everything an op needs before that happens here, once
+(../shared/DESIGN.md, "Dispatch"). A family declares an op as one :class:`~.registry.OpRecord` whose ``extra``
+carries a schema string and its promotion kind; :func:`install` turns the record into ``nbx.<name>``,
+``Tensor.<name>``, ``Tensor.<name>_`` and the operator dunders.
+
+API for families (small on purpose):
+
+- :func:`parse_schema` / :class:`Schema`: ``"add(Tensor input, Tensor|Scalar other, *, Scalar alpha=1,
+  Tensor? out=None)"`` -> argument names, kinds and defaults; :meth:`Schema.bind` checks a call's arguments
+  (``TypeError`` as PyTorch: "add(): argument 'input' (position 1) must be Tensor, not int").
+- :func:`promote` -> :class:`Promotion` (``common``, ``compute``, ``result`` dtypes) for a promotion kind:
+  ``default``, ``no_opmath``, ``int_to_float``, ``always_bool``, ``complex_to_float``, ``bool_to_long``
+  (PyTorch's ``ELEMENTWISE_TYPE_PROMOTION_KIND``). ``compute`` is the "opmath" dtype: float16, bfloat16 and
+  float8 compute in float32 and round once, except under ``no_opmath``.
+- :func:`scalar_to` converts a Python scalar operand to a dtype's value (PyTorch's wrapped-number rule).
+- :func:`common_device` checks that tensor operands share a device (0-dim CPU tensors may join a CUDA op as
+  scalars, as PyTorch allows).
+- :func:`resolve_out` allocates the output, or checks and resizes a user's ``out=`` (device, castability
+  ``can_cast(result, out.dtype)``, PyTorch's resize rule and warning); :func:`check_inplace` does the same for
+  in-place forms; :func:`check_no_partial_overlap` refuses outputs that partly alias an input.
+- :func:`pointwise` is the whole pipeline for elementwise ops; other families write their own driver with the
+  same pieces and set ``extra["driver"]``.
+- :func:`install` / :func:`install_all` / :func:`exports` generate the public surface from the records.
+
+Record fields read here (``rec.extra``):
+
+======================  ==================================================================================
+``schema``              the signature string (required for :func:`install`)
+``promotion``           promotion kind (pointwise ops)
+``promote``             names of the operands that take part in promotion (default: every tensor argument)
+``dtypes``              dtypes the op is implemented for, checked on the promoted common dtype
+``driver``              ``driver(rec, args: dict, *, out, inplace) -> Tensor`` (default :func:`pointwise`)
+``prepare``             ``prepare(args: dict, prom) -> dict`` of kernel parameters; raises on bad values
+``method`` / ``inplace``  install ``Tensor.<name>`` / ``Tensor.<name>_`` (defaults True / False)
+``dunders``             ``{"__add__": "fwd", "__radd__": "rev", "__iadd__": "inplace"}``
+``namespaces``          where the function is exported: ``("torch",)`` (default) or ``("functional",)``
+``aliases``             other public names of the same function (``"true_divide"`` for ``div``)
+======================  ==================================================================================
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .._errors import check, fail
+from ..device.base import backend_for
+from ..dtypes import table as T
+from ..dtypes.promotion import can_cast, get_default_dtype, result_type
+from ..dtypes.table import DType
+from ..shapes import broadcast_shapes, contiguous_strides, numel, storage_span
+from ..tensor.core import Size, Tensor, new_empty
+from . import registry
+
+__all__ = ["Arg", "Schema", "parse_schema", "Promotion", "PROMOTION_KINDS", "promote", "opmath", "scalar_to",
+           "is_scalar", "common_device", "resolve_out", "check_inplace", "check_no_partial_overlap", "check_dtype",
+           "pointwise", "install", "install_all", "exports", "torch_dtype_name"]
+
+_REQUIRED = object()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Schemas
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a schema: ``name``, accepted ``types`` (``Tensor``, ``Scalar``, ``int``, ``float``,
+    ``bool``, ``str``, ``dtype``, ``int[]``), whether ``None`` is accepted, its default, keyword-only."""
+
+    name: str
+    types: tuple[str, ...]
+    optional: bool
+    default: Any
+    kwonly: bool
+
+    @property
+    def is_operand(self) -> bool:
+        """Tensor-typed arguments are operands: they broadcast and (by default) take part in promotion."""
+        return "Tensor" in self.types
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A parsed signature. ``operands`` are the tensor-typed arguments, ``params`` the others (``out`` aside)."""
+
+    name: str
+    args: tuple[Arg, ...]
+
+    @property
+    def operands(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.args if a.is_operand and a.name != "out")
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.args if not a.is_operand and a.name != "out")
+
+    @property
+    def has_out(self) -> bool:
+        return any(a.name == "out" for a in self.args)
+
+    def bind(self, args: tuple, kwargs: dict, *, fn: str | None = None) -> dict:
+        """Match a call's arguments to the schema, fill defaults and check types.
+
+        Returns:
+            ``{name: value}`` for every argument (NumPy scalars become Python scalars).
+
+        Raises:
+            TypeError: too many positional arguments, an unknown or repeated keyword, a missing argument,
+                or a value of the wrong type (PyTorch's wording: "add(): argument 'input' (position 1) must
+                be Tensor, not int").
+        """
+        fn = fn or self.name
+        positional = [a for a in self.args if not a.kwonly]
+        check(len(args) <= len(positional), lambda: f"{fn}() takes {len(positional)} positional arguments but "
+              f"{len(args)} were given", TypeError)
+        out: dict = {}
+        for a, v in zip(positional, args):
+            out[a.name] = v
+        names = {a.name for a in self.args}
+        for k, v in kwargs.items():
+            check(k in names, lambda: f"{fn}() got an unexpected keyword argument '{k}'", TypeError)
+            check(k not in out, lambda: f"{fn}() got multiple values for argument '{k}'", TypeError)
+            out[k] = v
+        for i, a in enumerate(self.args):
+            if a.name not in out:
+                check(a.default is not _REQUIRED, lambda: f"{fn}() missing required argument '{a.name}' "
+                      f"(position {i + 1})", TypeError)
+                out[a.name] = a.default
+            out[a.name] = _check_type(fn, a, i, out[a.name])
+        return out
+
+
+def _check_type(fn: str, a: Arg, pos: int, v):
+    if v is None:
+        check(a.optional or a.default is None, lambda: f"{fn}(): argument '{a.name}' (position {pos + 1}) must be "
+              f"{'|'.join(a.types)}, not NoneType", TypeError)
+        return v
+    if isinstance(v, np.generic):
+        v = v.item()
+    for t in a.types:
+        if t == "Tensor" and isinstance(v, Tensor):
+            return v
+        if t == "Scalar" and isinstance(v, (bool, int, float, complex)):
+            return v
+        if t == "Scalar" and isinstance(v, Tensor) and "Tensor" not in a.types and v.ndim == 0:
+            return v.item()  # PyTorch's Scalar arguments accept a 0-dim tensor's value
+        if t == "int" and isinstance(v, int) and not isinstance(v, bool):
+            return v
+        if t == "float" and isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        if t == "bool" and isinstance(v, bool):
+            return v
+        if t == "str" and isinstance(v, str):
+            return v
+        if t == "dtype" and isinstance(v, (DType, str, type, np.dtype)):
+            return T.dtype_from(v, arg=a.name)
+        if t == "int[]" and isinstance(v, (int, tuple, list)) and not isinstance(v, bool):
+            return v
+    fail(f"{fn}(): argument '{a.name}' (position {pos + 1}) must be {' or '.join(a.types)}, not "
+         f"{type(v).__name__}", TypeError)
+
+
+def parse_schema(text: str) -> Schema:
+    """Parse ``"name(Type arg, Type|Type arg=default, *, Type? arg=None)"``.
+
+    Types: ``Tensor``, ``Scalar``, ``int``, ``float``, ``bool``, ``str``, ``dtype``, ``int[]``, joined by ``|``;
+    a trailing ``?`` accepts ``None``. Defaults are Python literals.
+
+    Raises:
+        ValueError: a malformed schema (a bug in a record, caught at import).
+    """
+    head, _, rest = text.partition("(")
+    check(rest.endswith(")") and head.isidentifier(), lambda: f"parse_schema: malformed schema {text!r}", ValueError)
+    args = []
+    kwonly = False
+    for part in _split_args(rest[:-1]):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "*":
+            kwonly = True
+            continue
+        decl, eq, dflt = part.partition("=")
+        typ, _, name = decl.strip().rpartition(" ")
+        check(typ and name.isidentifier(), lambda: f"parse_schema: malformed argument {part!r} in {text!r}",
+              ValueError)
+        optional = typ.endswith("?")
+        default = ast.literal_eval(dflt.strip()) if eq else _REQUIRED
+        args.append(Arg(name, tuple(typ.rstrip("?").split("|")), optional, default, kwonly))
+    return Schema(head, tuple(args))
+
+
+def _split_args(s: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Promotion
+# ---------------------------------------------------------------------------------------------------------
+PROMOTION_KINDS = ("default", "no_opmath", "int_to_float", "always_bool", "complex_to_float", "bool_to_long")
+
+_LOW_FLOATS = frozenset({T.float16, T.bfloat16, T.float8_e4m3fn, T.float8_e5m2})
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """Dtypes of one call.
+
+    Attributes:
+        common: PyTorch's common dtype: operands are converted to it (``result_type`` of the operands, then
+            int -> default float for ``int_to_float``).
+        compute: the dtype the arithmetic runs in ("opmath": float32 for float16/bfloat16/float8 unless
+            ``no_opmath``).
+        result: the dtype of a new output (bool for ``always_bool``, real for ``complex_to_float``).
+    """
+
+    common: DType
+    compute: DType
+    result: DType
+
+
+def opmath(d: DType) -> DType:
+    """The dtype arithmetic on ``d`` runs in: float32 for float16, bfloat16 and float8 (PyTorch's
+    ``opmath_type``), ``d`` otherwise."""
+    return T.float32 if d in _LOW_FLOATS else d
+
+
+def promote(kind: str, *operands, fn: str = "op") -> Promotion:
+    """Dtypes for an elementwise op of promotion ``kind`` over ``operands`` (tensors and Python scalars).
+
+    Source: ``torch._prims_common.elementwise_dtypes`` and TensorIterator's ``compute_types``.
+
+    Raises:
+        ValueError: an unknown kind (a record bug).
+        RuntimeError: operands with no promotion (float8 with another dtype, ...), from ``result_type``.
+    """
+    check(kind in PROMOTION_KINDS, lambda: f"{fn}: unknown promotion kind {kind!r}; expected one of "
+          f"{PROMOTION_KINDS}", ValueError)
+    common = result_type(*operands)
+    if kind == "int_to_float" and common.kind in (T.KIND_BOOL, T.KIND_INT, T.KIND_UINT):
+        common = get_default_dtype()
+    if kind == "bool_to_long" and common is T.bool_:
+        common = T.int64
+    compute = common if kind == "no_opmath" else opmath(common)
+    if kind == "always_bool":
+        result = T.bool_
+    elif kind == "complex_to_float" and common.kind == T.KIND_COMPLEX:
+        result = common.to_real()
+    else:
+        result = common
+    return Promotion(common, compute, result)
+
+
+def torch_dtype_name(d: DType) -> str:
+    """PyTorch's scalar-type name of ``d`` for messages that quote PyTorch ("Float", "Long", "Half")."""
+    return _TORCH_NAMES.get(d.name, d.name)
+
+
+_TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long",
+                "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64", "float16": "Half", "bfloat16": "BFloat16",
+                "float32": "Float", "float64": "Double", "float8_e4m3fn": "Float8_e4m3fn",
+                "float8_e5m2": "Float8_e5m2", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def check_dtype(rec, d: DType, fn: str) -> None:
+    """Refuse a dtype outside ``rec.extra["dtypes"]`` (PyTorch: '"add_cpu" not implemented for 'Bool'').
+
+    Raises:
+        RuntimeError: naming the op, the dtype and the supported ones.
+    """
+    allowed = rec.extra.get("dtypes")
+    if allowed is None or d in allowed:
+        return
+    fail(f"{fn}: not implemented for '{torch_dtype_name(d)}' ({d.name}); supported dtypes: "
+         f"{sorted(x.name for x in allowed)}")
+
+
+def is_scalar(x) -> bool:
+    """A Python bool, int, float or complex (what PyTorch wraps as a weak "wrapped number")."""
+    return isinstance(x, (bool, int, float, complex))
+
+
+def scalar_to(value, d: DType):
+    """A Python scalar operand as a NumPy scalar of ``d``, as PyTorch converts a wrapped number to the
+    computation dtype: integers wrap modulo 2**bits, floats round to nearest (through float64), anything
+    nonzero is True for bool.
+
+    Raises:
+        RuntimeError: a complex value into a real dtype with a nonzero imaginary part, or a non-finite float
+            into an integer dtype.
+    """
+    if d is T.bool_:
+        return np.bool_(value != 0)
+    if d.kind in (T.KIND_INT, T.KIND_UINT):
+        if isinstance(value, complex):
+            check(value.imag == 0, lambda: f"value {value} cannot be converted to {d.name} without overflow")
+            value = value.real
+        if isinstance(value, float):
+            check(value == value and abs(value) != float("inf"),
+                  lambda: f"value cannot be converted to type {d.name} without overflow: {value}")
+            value = int(value)
+        bits = d.itemsize * 8
+        v = int(value) & ((1 << bits) - 1)
+        if d.kind == T.KIND_INT and v >= 1 << (bits - 1):
+            v -= 1 << bits
+        return d.numpy.type(v)
+    if d.kind == T.KIND_COMPLEX:
+        return d.numpy.type(complex(value))
+    if isinstance(value, complex):
+        value = value.real
+    from ..dtypes.casting import cast_array
+    return cast_array(np.array([float(value)]), T.float64, d)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Devices and outputs
+# ---------------------------------------------------------------------------------------------------------
+def common_device(fn: str, operands: list) -> tuple:
+    """The device of the tensor operands; 0-dim CPU tensors among CUDA tensors are turned into Python scalars
+    (as PyTorch accepts ``cuda_tensor + torch.tensor(2.0)``).
+
+    Returns:
+        ``(device, operands)`` with such tensors replaced by their values.
+
+    Raises:
+        RuntimeError: tensors on different devices ("Expected all tensors to be on the same device, but found
+            at least two devices, cuda:0 and cpu!").
+    """
+    tensors = [x for x in operands if isinstance(x, Tensor)]
+    check(tensors, lambda: f"{fn}: expected at least one tensor operand")
+    non_cpu = [t.device for t in tensors if t.device.type != "cpu"]
+    dev = non_cpu[0] if non_cpu else tensors[0].device
+    ops = []
+    for x in operands:
+        if isinstance(x, Tensor) and x.device != dev:
+            check(x.device.type == "cpu" and x.ndim == 0, lambda: f"{fn}: Expected all tensors to be on the same "
+                  f"device, but found at least two devices, {dev} and {x.device}!")
+            x = x.item()
+        ops.append(x)
+    return dev, ops
+
+
+def _set_meta(t: Tensor, storage, shape, stride, offset) -> None:
+    t._storage, t._shape, t._stride, t._offset = storage, Size(shape), tuple(stride), offset
+
+
+def resize_output(out: Tensor, shape, fn: str) -> None:
+    """Resize ``out`` to ``shape`` as ATen's ``resize_output``: no-op when the shape matches; otherwise a
+    UserWarning if ``out`` had elements, then contiguous strides over its storage (a new storage when the
+    old one is too small: other views of the old storage do not see the new one, unlike PyTorch's in-place
+    storage growth; stated difference)."""
+    shape = tuple(shape)
+    if tuple(out.shape) == shape:
+        return
+    if out.numel() != 0:
+        warnings.warn(f"{fn}: An output with one or more elements was resized since it had shape "
+                      f"{list(out.shape)}, which does not match the required output shape {list(shape)}. This "
+                      "behavior is deprecated, and in a future PyTorch release outputs will not be resized unless "
+                      "they have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
+                      "to zero elements with t.resize_(0).", UserWarning, stacklevel=4)
+    need = (out.storage_offset() + numel(shape)) * out.dtype.itemsize
+    storage = out.untyped_storage()
+    offset = out.storage_offset()
+    if need > storage.nbytes:
+        storage = backend_for(out.device).allocate(numel(shape) * out.dtype.itemsize, out.device)
+        offset = 0
+    _set_meta(out, storage, shape, contiguous_strides(shape), offset)
+
+
+def _check_writable(t: Tensor, fn: str) -> None:
+    check(not t.untyped_storage().readonly, lambda: f"{fn}: the output tensor's memory is read-only (imported from "
+          "a read-only NumPy array or DLPack capsule); clone() it first")
+    check(all(not (s > 1 and st == 0) for s, st in zip(t.shape, t.stride())),
+          lambda: f"{fn}: unsupported operation: more than one element of the written-to tensor refers to a single "
+          "memory location. Please clone() the tensor before performing the operation.")
+
+
+def resolve_out(out: Tensor | None, shape, result: DType, device, fn: str, *, dtype: DType | None = None) -> Tensor:
+    """The output tensor of a call: a new contiguous tensor of ``dtype`` (default ``result``), or the user's
+    ``out=`` checked and resized.
+
+    Rules (PyTorch's): ``out`` must be a tensor on ``device``; ``can_cast(result, out.dtype)`` must hold
+    (values are computed in ``result`` and converted on store); a shape mismatch resizes ``out`` (with a
+    warning when it had elements).
+
+    Raises:
+        TypeError: ``out`` is not a tensor.
+        RuntimeError: wrong device; "result type Float can't be cast to the desired output type Long"; a
+            read-only ``out`` or one with internal overlap.
+    """
+    if out is None:
+        return new_empty(shape, dtype or result, device)
+    check(isinstance(out, Tensor), lambda: f"{fn}(): argument 'out' must be Tensor, not {type(out).__name__}",
+          TypeError)
+    check(out.device == device, lambda: f"{fn}: Expected out tensor to have device {device}, but got {out.device} "
+          "instead")
+    check(can_cast(result, out.dtype), lambda: f"{fn}: result type {torch_dtype_name(result)} can't be cast to the "
+          f"desired output type {torch_dtype_name(out.dtype)}")
+    _check_writable(out, fn)
+    resize_output(out, shape, fn)
+    return out
+
+
+def check_inplace(self: Tensor, shape, result: DType, fn: str) -> Tensor:
+    """Checks of an in-place form ``self.op_(...)``: the broadcast shape must be ``self``'s and the result
+    dtype must cast to ``self.dtype``.
+
+    Raises:
+        RuntimeError: "output with shape [3] doesn't match the broadcast shape [2, 3]"; "result type Float
+            can't be cast to the desired output type Long"; read-only or internally overlapping ``self``.
+    """
+    check(tuple(shape) == tuple(self.shape), lambda: f"{fn}: output with shape {list(self.shape)} doesn't match the "
+          f"broadcast shape {list(shape)}")
+    check(can_cast(result, self.dtype), lambda: f"{fn}: result type {torch_dtype_name(result)} can't be cast to the "
+          f"desired output type {torch_dtype_name(self.dtype)}")
+    _check_writable(self, fn)
+    return self
+
+
+def check_no_partial_overlap(out: Tensor, inp: Tensor, fn: str) -> None:
+    """Refuse an input that shares memory with the output without being exactly it (same address, shape and
+    strides), as ATen's ``assert_no_partial_overlap``: a kernel reading such an input while writing would see
+    half-updated values.
+
+    Raises:
+        RuntimeError: "unsupported operation: some elements of the input tensor and the written-to tensor refer
+            to a single memory location. Please clone() the tensor before performing the operation."
+    """
+    if inp.untyped_storage() is not out.untyped_storage() or inp.numel() == 0 or out.numel() == 0:
+        return
+    a0, a1 = storage_span(out.shape, out.stride(), out.storage_offset())
+    b0, b1 = storage_span(inp.shape, inp.stride(), inp.storage_offset())
+    ia, ib = out.dtype.itemsize, inp.dtype.itemsize
+    if a1 * ia <= b0 * ib or b1 * ib <= a0 * ia:
+        return
+    full = (out.data_ptr() == inp.data_ptr() and ia == ib and tuple(out.shape) == tuple(inp.shape)
+            and tuple(out.stride()) == tuple(inp.stride()))
+    check(full, lambda: f"{fn}: unsupported operation: some elements of the input tensor and the written-to tensor "
+          "refer to a single memory location. Please clone() the tensor before performing the operation.")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The pointwise pipeline
+# ---------------------------------------------------------------------------------------------------------
+def pointwise(rec, args: dict, *, out: Tensor | None = None, inplace: Tensor | None = None) -> Tensor:
+    """Run elementwise op ``rec`` on bound arguments ``args`` (from :meth:`Schema.bind`).
+
+    Steps: device check; promotion over ``extra["promote"]`` operands (default: every operand); dtype check
+    on the common dtype; ``extra["prepare"]`` for parameters and op-specific errors; broadcasting; output
+    (new, ``out=`` or in-place); partial-overlap check; then the device implementation
+    ``impl(out, inputs, prom, params)``, where ``inputs`` are tensors expanded to the output shape or Python
+    scalars converted to ``prom.compute`` (NumPy scalars), in schema order (``None`` for absent optional
+    operands). Zero-size outputs launch nothing.
+
+    Returns:
+        ``out`` (the new tensor, the user's ``out=`` or ``inplace``).
+    """
+    fn = rec.name if inplace is None else rec.name + "_"
+    sch: Schema = rec.extra["schema_obj"]
+    names = sch.operands
+    dev, vals = common_device(fn, [args[n] for n in names])
+    args = dict(args)
+    args.update(zip(names, vals))
+    pnames = rec.extra.get("promote", names)
+    prom = promote(rec.extra.get("promotion", "default"), *[args[n] for n in pnames if args[n] is not None], fn=fn)
+    check_dtype(rec, prom.common, fn)
+    prepare = rec.extra.get("prepare")
+    params = prepare(args, prom) if prepare else {n: args[n] for n in sch.params}
+    tensors = [args[n] for n in names if isinstance(args[n], Tensor)]
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    if inplace is not None:
+        o = check_inplace(inplace, shape, prom.result, fn)
+    else:
+        o = resolve_out(out, shape, prom.result, dev, fn)
+    for t in tensors:
+        check_no_partial_overlap(o, t, fn)
+    if o.numel() == 0:
+        return o
+    inputs = []
+    for n in names:
+        v = args[n]
+        if isinstance(v, Tensor):
+            inputs.append(v.expand(shape) if tuple(v.shape) != tuple(shape) else v)
+        elif v is None:
+            inputs.append(None)
+        else:
+            inputs.append(scalar_to(v, prom.compute))
+    registry.impl(rec.name, dev.type)(o, inputs, prom, params)
+    return o
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Generated public surface
+# ---------------------------------------------------------------------------------------------------------
+_EXPORTS: dict[str, dict[str, Callable]] = {"torch": {}, "functional": {}}
+
+
+def _driver(rec) -> Callable:
+    return rec.extra.get("driver", pointwise)
+
+
+def _make_function(rec) -> Callable:
+    sch: Schema = rec.extra["schema_obj"]
+    drive = _driver(rec)
+
+    def function(*args, **kwargs):
+        a = sch.bind(args, kwargs, fn=rec.name)
+        o = a.pop("out", None) if sch.has_out else None
+        return drive(rec, a, out=o)
+
+    function.__name__ = function.__qualname__ = rec.name
+    function.__doc__ = rec.extra.get("doc") or f"``{rec.extra['schema']}`` (PyTorch's ``{rec.name}``)."
+    return function
+
+
+def _make_inplace(rec) -> Callable:
+    sch: Schema = rec.extra["schema_obj"]
+    drive = _driver(rec)
+
+    def method(self, *args, **kwargs):
+        a = sch.bind((self,) + args, kwargs, fn=rec.name + "_")
+        check(a.pop("out", None) is None, lambda: f"{rec.name}_(): an in-place form takes no out=", TypeError)
+        return drive(rec, a, out=None, inplace=self)
+
+    method.__name__ = method.__qualname__ = rec.name + "_"
+    method.__doc__ = f"In-place form of ``{rec.name}``: writes into ``self`` and returns it."
+    return method
+
+
+def _make_dunder(rec, mode: str) -> Callable:
+    sch: Schema = rec.extra["schema_obj"]
+    drive = _driver(rec)
+    first, second = sch.operands[0], sch.operands[1] if len(sch.operands) > 1 else None
+
+    def _ok(other) -> bool:
+        return isinstance(other, Tensor) or is_scalar(other) or isinstance(other, np.generic)
+
+    if mode == "unary":
+        def dunder(self):
+            return drive(rec, sch.bind((self,), {}, fn=rec.name), out=None)
+    elif mode == "fwd":
+        def dunder(self, other):
+            if not _ok(other):
+                return NotImplemented
+            a = _defaults(sch)
+            a[first], a[second] = self, _plain(other)
+            return drive(rec, a, out=None)
+    elif mode == "rev":
+        def dunder(self, other):
+            if not _ok(other):
+                return NotImplemented
+            a = _defaults(sch)
+            a[first], a[second] = _plain(other), self
+            return drive(rec, a, out=None)
+    elif mode == "inplace":
+        def dunder(self, other):
+            if not _ok(other):
+                return NotImplemented
+            a = _defaults(sch)
+            a[first], a[second] = self, _plain(other)
+            return drive(rec, a, out=None, inplace=self)
+    else:
+        fail(f"install: unknown dunder mode {mode!r} for {rec.name}", ValueError)
+    return dunder
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _defaults(sch: Schema) -> dict:
+    return {a.name: (None if a.default is _REQUIRED else a.default) for a in sch.args if a.name != "out"}
+
+
+def install(rec) -> None:
+    """Generate the public surface of ``rec`` from its record: the function (exported in
+    ``extra["namespaces"]``), ``Tensor.<name>``, ``Tensor.<name>_`` and the dunders.
+
+    Raises:
+        ValueError: a record without a schema (a bug caught at import).
+    """
+    check("schema" in rec.extra, lambda: f"install: op {rec.name} has no schema", ValueError)
+    rec.extra.setdefault("schema_obj", parse_schema(rec.extra["schema"]))
+    fn = _make_function(rec)
+    rec.extra["function"] = fn
+    for ns in rec.extra.get("namespaces", ("torch",)):
+        for name in (rec.name, *rec.extra.get("aliases", ())):
+            _EXPORTS[ns][name] = fn
+    if rec.extra.get("method", True):
+        for name in (rec.name, *rec.extra.get("aliases", ())):
+            setattr(Tensor, name, fn)
+    if rec.extra.get("inplace", False):
+        m = _make_inplace(rec)
+        for name in (rec.name, *rec.extra.get("aliases", ())):
+            setattr(Tensor, name + "_", m)
+    for dunder, mode in rec.extra.get("dunders", {}).items():
+        setattr(Tensor, dunder, _make_dunder(rec, mode))
+
+
+def install_all() -> None:
+    """Install every record of the table that declares a schema and is not installed yet."""
+    for rec in registry.all_ops():
+        if "schema" in rec.extra and "function" not in rec.extra:
+            install(rec)
+
+
+def exports(namespace: str = "torch") -> dict[str, Callable]:
+    """Generated functions for a namespace: ``"torch"`` (``nbx.*``) or ``"functional"`` (``nbx.nn.functional``)."""
+    check(namespace in _EXPORTS, lambda: f"exports: unknown namespace {namespace!r}", ValueError)
+    return dict(_EXPORTS[namespace])
+
