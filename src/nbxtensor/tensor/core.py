@@ -83,14 +83,14 @@ class Tensor:
         if dim is None:
             return self._shape
         from ..shapes import wrap_dim
-        return self._shape[wrap_dim(dim, self.ndim, fn="size")]
+        return self._shape[wrap_dim(dim, self.ndim, fn="size", wrap_scalar=False)]
 
     def stride(self, dim: int | None = None):
         """Strides in elements, or the stride of one dim."""
         if dim is None:
             return self._stride
         from ..shapes import wrap_dim
-        return self._stride[wrap_dim(dim, self.ndim, fn="stride")]
+        return self._stride[wrap_dim(dim, self.ndim, fn="stride", wrap_scalar=False)]
 
     def storage_offset(self) -> int:
         """Offset of element ``[0, ..., 0]`` in the storage, in elements."""
