@@ -881,9 +881,12 @@ def summarize(rows: list[dict], meta: dict | None = None) -> str:
     lines += ["", f"Rows: {len(rows)} ({len(ok)} ok, {sum(r.get('status') == 'error' for r in rows)} errors, "
               f"{sum(str(r.get('status', '')).startswith('skipped') for r in rows)} skipped); "
               f"{len(rated)} with a peer ratio (ratio = peer p50 / nbxtensor p50; > 1 means nbxtensor is faster).", ""]
-    lines.append(f"**Geometric mean of ratios: {_r(g_ops, '{:.3f}')}x over {len(op_ratio)} ops** "
-                 f"({_r(g_rows, '{:.3f}')}x over {len(rated)} rows); target >= {TARGET_RATIO_GEOMEAN:.1f}x: "
-                 f"{'met' if g_ops is not None and g_ops >= TARGET_RATIO_GEOMEAN else 'NOT met'}.")
+    if g_ops is None:
+        lines.append("**Geometric mean of ratios: n/a** (no row has both a time and a peer time)")
+    else:
+        lines.append(f"**Geometric mean of ratios: {g_ops:.3f}x over {len(op_ratio)} ops** ({g_rows:.3f}x over "
+                     f"{len(rated)} rows); target >= {TARGET_RATIO_GEOMEAN:.1f}x: "
+                     f"{'met' if g_ops >= TARGET_RATIO_GEOMEAN else 'NOT met'}.")
     lines += ["", "## Five slowest ops (lowest ratio; an op's ratio is the geometric mean over its rows)", ""]
     slow = sorted(op_ratio.items(), key=lambda kv: kv[1])[:5]
     if slow:
