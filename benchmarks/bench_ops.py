@@ -16,7 +16,9 @@ Writes into ``--out``: ``results.csv`` (appended, one row per measurement, flush
 Options: ``--ops`` (comma-separated names, globs, or ``family:<name>``), ``--quick`` (first dtype of each case,
 shorter timing), ``--budget-s`` (stop starting rows after this many seconds: default 480, so the command fits a
 10-minute slot; 0 = no limit), ``--shapes``, ``--device`` (``cuda`` or ``cpu`` for a host-clock smoke run),
-``--no-peer``, ``--peer-python``, ``--list`` (print the plan and exit), ``--strict`` (exit 1 when a row failed).
+``--no-peer``, ``--peer-python``, ``--list`` (print the plan and exit), ``--resume`` (skip rows that
+``results.csv`` already holds for this commit and GPU and summarize them together with the new ones: rerun a run
+the budget cut short), ``--strict`` (exit 1 when a row failed).
 """
 
 from __future__ import annotations
@@ -142,19 +144,36 @@ class PeerClient:
 # Environment facts
 # ---------------------------------------------------------------------------------------------------------------
 
+def source_hash() -> str:
+    """12 hex digits of SHA-256 over the library's and the benchmarks' source files (paths and bytes): names the
+    code exactly where git cannot (a copied tree, uncommitted edits)."""
+    import hashlib
+    h = hashlib.sha256()
+    for root in (os.path.join(REPO, "src", "nbxtensor"), HERE):
+        for d, dirs, files in sorted(os.walk(root)):
+            dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+            for f in sorted(files):
+                if f.endswith((".py", ".json")):
+                    path = os.path.join(d, f)
+                    h.update(os.path.relpath(path, REPO).encode())
+                    with open(path, "rb") as fh:
+                        h.update(fh.read())
+    return h.hexdigest()[:12]
+
+
 def git_commit() -> str:
-    """Short commit of the source tree, ``+dirty`` when tracked files changed; ``NBX_GIT_COMMIT`` or
-    ``unknown`` without git (a copied tree)."""
+    """The library's commit: ``<short sha>`` for a clean checkout, ``<short sha>+dirty.<source hash>`` with
+    uncommitted edits, ``$NBX_GIT_COMMIT`` or ``src.<source hash>`` without git (a copied tree)."""
     try:
         c = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
                            timeout=10)
         if c.returncode == 0:
             d = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10)
-            return c.stdout.strip() + ("+dirty" if d.stdout.strip() else "")
+            return c.stdout.strip() + (f"+dirty.{source_hash()}" if d.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("NBX_GIT_COMMIT", "unknown")
+    return os.environ.get("NBX_GIT_COMMIT") or f"src.{source_hash()}"
 
 
 def driver_version() -> str:
@@ -390,6 +409,26 @@ def run_row(nbx, rec, case, shape, dt, call: H.Call, ctx: dict) -> dict:
     return row
 
 
+def row_key(r: dict) -> tuple:
+    """What identifies a measurement across runs: op, label, dtype, shape, arguments."""
+    return (r.get("op"), r.get("label") or "", r.get("dtype"), r.get("shape"), r.get("args") or "")
+
+
+def plan_key(rec, case, shape, dt, call) -> tuple:
+    return (rec.name, case.get("label", ""), call.dtype_label or dt, H.shape_str(shape), call.args_str())
+
+
+def earlier_rows(csv_path: str, ctx: dict) -> dict:
+    """For ``--resume``: the latest ok row per key in ``csv_path`` measured with this commit on this GPU."""
+    if not os.path.exists(csv_path):
+        return {}
+    out = {}
+    for r in H.read_csv(csv_path):
+        if r.get("status") == "ok" and r.get("commit") == ctx["commit"] and r.get("gpu") == ctx["gpu"]:
+            out[row_key(r)] = r
+    return out
+
+
 def progress(i: int, n: int, row: dict) -> str:
     def f(v, fmt):
         return fmt.format(v) if v is not None else "-"
@@ -419,6 +458,8 @@ def parse_args(argv):
     p.add_argument("--peer-python", default=os.environ.get("NBX_PEER_PYTHON", sys.executable),
                    help="Python with torch for the peer process (default: this Python)")
     p.add_argument("--list", action="store_true", help="print the plan and exit")
+    p.add_argument("--resume", action="store_true", help="skip rows results.csv already holds for this commit and "
+                   "GPU (ok rows only), and summarize them with this run's rows: rerun a budget-cut run")
     p.add_argument("--strict", action="store_true", help="exit 1 when any row failed")
     return p.parse_args(argv)
 
@@ -487,6 +528,12 @@ def main(argv=None) -> int:
     old = signal.signal(signal.SIGTERM, on_term)
     csv_path = os.path.join(a.out, "results.csv")
     rows: list[dict] = []
+    earlier = earlier_rows(csv_path, ctx) if a.resume else {}
+    if earlier:
+        before = len(plan)
+        plan = [p for p in plan if plan_key(*p) not in earlier]
+        notes.append(f"--resume: {before - len(plan)} rows already measured for commit {ctx['commit']} on "
+                     f"{ctx['gpu']} were taken from results.csv")
     try:
         for i, (rec, case, shape, dt, call) in enumerate(plan, 1):
             if a.budget_s and time.monotonic() - t_start > a.budget_s:
@@ -521,6 +568,8 @@ def main(argv=None) -> int:
             "torch_in_library_process": "yes (a bug: the library must never import torch)"
             if "torch" in sys.modules else "no",
             "not_benchmarked": not_benchmarked, "stale_entries": stale, "notes": "; ".join(notes)}
+    done = {row_key(r) for r in rows}
+    rows = [r for k, r in earlier.items() if k not in done] + rows
     with open(os.path.join(a.out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(H.summarize(rows, meta))
     try:

@@ -520,6 +520,13 @@ def test_bench_ops_smoke_run_records_errors_and_goes_on(tmp_path):
     p2, _ = _smoke(tmp_path, "--no-peer", "--strict")
     assert p2.returncode == 1
     assert len(H.read_csv(str(out / "results.csv"))) == 6
+    # --resume re-measures only what is not ok yet, and the summary covers the earlier rows too.
+    p3, _ = _smoke(tmp_path, "--no-peer", "--resume")
+    assert p3.returncode == 0, p3.stderr
+    rows = H.read_csv(str(out / "results.csv"))
+    assert len(rows) == 7 and rows[-1]["op"] == "benchtest_broken"
+    md = (out / "summary.md").read_text()
+    assert "--resume: 2 rows already measured" in md and "| benchtest_neg |" in md
 
 
 @pytest.mark.parity
