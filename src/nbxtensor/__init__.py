@@ -17,6 +17,8 @@ from .tensor.dlpack import from_dlpack
 from .shapes import broadcast_shapes
 from . import ops
 from . import nn
+from . import io
+from .io import load_file, safe_open, save_file
 
 tensor = _tensor_pkg  # callable module: nbx.tensor(data) creates; nbxtensor.tensor.NBXTensor is the class
 
