@@ -152,6 +152,14 @@ class Backend(Protocol):
     def synchronize(self, dev: device) -> None:
         """Wait for all work queued on ``dev``."""
 
+    def wrap_external(self, ptr: int, nbytes: int, dev: device, owner: object, readonly: bool) -> Storage:
+        """A storage over ``nbytes`` bytes at address ``ptr`` that another library allocated, without copying.
+
+        Used by :func:`nbxtensor.from_dlpack`. ``owner`` is kept alive as long as the storage; when it dies it
+        releases the memory (it calls the DLPack producer's deleter). Foreign bytes are not counted in the
+        backend's allocation statistics. ``readonly`` makes writes through any view raise.
+        """
+
 
 _BACKENDS: dict[str, Backend] = {}
 

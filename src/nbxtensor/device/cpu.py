@@ -78,6 +78,28 @@ class CPUBackend:
     def synchronize(self, dev: device | None = None) -> None:
         return None
 
+    def wrap_external(self, ptr: int, nbytes: int, dev: device, owner: object, readonly: bool = False) -> Storage:
+        """A storage over ``nbytes`` bytes of host memory at ``ptr`` that another library allocated, without
+        copying (used by :func:`nbxtensor.from_dlpack`).
+
+        ``owner`` is kept alive as long as the storage (it releases the memory when it dies). Foreign bytes are not
+        counted in :func:`memory_allocated`. With ``readonly`` writes through any view raise.
+
+        Raises:
+            ValueError: a negative size, or a NULL address with a non-zero size.
+        """
+        self.canonical(dev)
+        check(isinstance(nbytes, int) and nbytes >= 0, lambda: f"cpu wrap_external: nbytes must be a non-negative "
+              f"int, got {nbytes!r}", ValueError)
+        check(nbytes == 0 or ptr, lambda: f"cpu wrap_external: NULL address for {nbytes} bytes", ValueError)
+        if nbytes == 0:
+            buf = np.empty(0, dtype=np.uint8)
+        else:
+            buf = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(ptr), dtype=np.uint8)
+        if readonly:
+            buf.flags.writeable = False
+        return Storage(device("cpu"), nbytes, int(ptr or 0), buf, self, readonly=readonly, owner=owner)
+
 
 cpu_backend = CPUBackend()
 register_backend(cpu_backend)
