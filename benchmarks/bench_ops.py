@@ -162,8 +162,11 @@ def source_hash() -> str:
 
 
 def git_commit() -> str:
-    """The library's commit: ``<short sha>`` for a clean checkout, ``<short sha>+dirty.<source hash>`` with
-    uncommitted edits, ``$NBX_GIT_COMMIT`` or ``src.<source hash>`` without git (a copied tree)."""
+    """The library's commit: ``$NBX_GIT_COMMIT`` when set, else ``<short sha>`` for a clean checkout,
+    ``<short sha>+dirty.<source hash>`` with uncommitted edits, ``src.<source hash>`` without git (a copied
+    tree)."""
+    if os.environ.get("NBX_GIT_COMMIT"):
+        return os.environ["NBX_GIT_COMMIT"]
     try:
         c = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
                            timeout=10)
@@ -173,7 +176,7 @@ def git_commit() -> str:
             return c.stdout.strip() + (f"+dirty.{source_hash()}" if d.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("NBX_GIT_COMMIT") or f"src.{source_hash()}"
+    return f"src.{source_hash()}"
 
 
 def driver_version() -> str:
@@ -241,24 +244,21 @@ class Inputs:
 
 
 def make_clock(nbx, dev: str, flush_bytes: int, notes: list):
-    """CUDA events of nbxtensor; the L2 flush writes a ``flush_bytes`` buffer on the device each run."""
+    """CUDA events of nbxtensor; the L2 flush writes a ``flush_bytes`` buffer on the device before each run (an
+    asynchronous memset through the device backend on the current stream, else ``Tensor.zero_``)."""
     if dev == "cpu":
-        return H.host_clock(min(flush_bytes, 64 << 20))
-    buf = nbx.empty(flush_bytes // 4, dtype=nbx.int32, device=dev)
-    from nbxtensor.ops import registry
-    flush = buf.zero_
-    try:
-        has_kernel = registry.get("fill_").triton is not None
-    except KeyError:
-        has_kernel = False
-    if not has_kernel:
-        memset = getattr(nbx.cuda, "memset", None)
-        if memset is not None:
-            def flush():
-                memset(buf, 0)
-        else:
-            notes.append("L2 flush: fill_ has no Triton kernel and nbx.cuda has no memset; flushing through "
-                         "Tensor.zero_'s host path (slow between runs; timed runs are unaffected)")
+        return H.host_clock(flush_bytes)
+    from nbxtensor.device.base import backend_for
+    buf = nbx.empty(flush_bytes, dtype=nbx.uint8, device=dev)
+    be = backend_for(buf.device)
+    if hasattr(be, "memset"):
+        storage = buf.untyped_storage()
+
+        def flush():
+            be.memset(storage, 0, 0, flush_bytes)
+    else:
+        flush = buf.zero_
+        notes.append("L2 flush: the device backend has no memset; flushing with Tensor.zero_")
     return H.EventClock(lambda: nbx.cuda.Event(enable_timing=True), nbx.cuda.synchronize, flush)
 
 
@@ -290,22 +290,79 @@ def io_bytes(call: H.Call, tensors: list, out) -> tuple[int, int]:
     return read, written
 
 
-def declared_cost(rec, call: H.Call, args: list, kwargs: dict, out) -> tuple[int, int, str]:
+def _first(out):
+    if isinstance(out, (tuple, list)):
+        return next((o for o in out if hasattr(o, "shape")), None)
+    return out if hasattr(out, "shape") else None
+
+
+def cost_namespace(call: H.Call, tensors: list, out) -> dict:
+    """Values a cost declaration may ask for by parameter name, from the benchmarked call:
+
+    ``inputs`` (``[(shape, dtype)]`` of the tensor operands read, before broadcasting), ``out_shape`` /
+    ``out_dtype`` (the result, or the written-to tensor of an in-place/``out=`` call), ``outputs`` (every result
+    tensor), ``shape`` / ``dtype`` (the first tensor argument), ``dst_shape`` / ``dst_dtype`` and ``src_numel``
+    / ``src_dtype`` (copies), ``x`` / ``input`` / ``self`` (the first tensor argument).
+    """
+    read = [t for s, t in zip(call.inputs, tensors) if not s.fresh]
+    written = [t for s, t in zip(call.inputs, tensors) if s.fresh]
+    res = _first(out)
+    dst = res if res is not None else (written[0] if written else None)
+    first = tensors[call.args[0].index] if call.args and isinstance(call.args[0], H.TensorRef) else \
+        (tensors[0] if tensors else None)
+    ns = {"inputs": [(tuple(t.shape), t.dtype) for t in read],
+          "outputs": [o for o in (out if isinstance(out, (tuple, list)) else [out]) if hasattr(o, "shape")]}
+    if dst is not None:
+        ns.update(out_shape=tuple(dst.shape), out_dtype=dst.dtype, dst_shape=tuple(dst.shape), dst_dtype=dst.dtype)
+    if read:
+        ns.update(src_numel=int(read[0].numel()), src_dtype=read[0].dtype)
+    if first is not None:
+        ns.update(shape=tuple(first.shape), dtype=first.dtype, x=first, input=first, self=first)
+    return ns
+
+
+def _call_by_names(fn, ns: dict):
+    """Call ``fn`` with the values of ``ns`` its parameters name; ``None`` when a required one is missing."""
+    import inspect
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    kw = {}
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if p.name in ns:
+            kw[p.name] = ns[p.name]
+        elif p.default is p.empty:
+            return None
+    return fn(**kw)
+
+
+def declared_cost(rec, call: H.Call, tensors: list, args: list, kwargs: dict, out) -> tuple[int, int, str]:
     """``(flops, bytes, source)`` for one launch of ``rec`` on these arguments.
 
-    The op table's ``rec.cost`` is asked first, in the calling conventions the families use (tried in order):
-    ``cost(*args, **kwargs)`` (the op's own arguments), ``cost(**bound)`` and ``cost(bound)`` with the
-    arguments bound to the record's schema (``rec.extra["schema"]``, see ops/dispatch.py). ``source`` is
-    ``declared``; when no convention works, bytes come from the tensor sizes and ``source`` says so, so an
-    undeclared row is never passed off as declared.
+    The op table's ``rec.cost`` is asked, in the conventions the families use, first that works wins:
+
+    1. by parameter name: each parameter of ``rec.cost`` is looked up among the op's arguments bound to its
+       schema (``rec.extra["schema"]``: ``input``, ``dim``, ``keepdim`` ...) and :func:`cost_namespace`
+       (``out_shape, out_dtype, inputs`` for pointwise ops; ``dst_shape, dst_dtype, src_numel, src_dtype``
+       for ``copy_``; ``shape, dtype`` for ``fill_``), the latter winning on a clash;
+    2. ``cost(*args, **kwargs)``: the op's own arguments.
+
+    ``source`` is ``declared``. When nothing works, bytes come from the tensor sizes (:func:`io_bytes`) and
+    ``source`` says so, so an undeclared row is never passed off as declared.
     """
-    attempts = [lambda: rec.cost(*args, **kwargs)]
+    ns = {}
     schema = (rec.extra or {}).get("schema")
     if schema:
-        def bound():
+        try:
             from nbxtensor.ops import dispatch
-            return dispatch.parse_schema(schema).bind(tuple(args), dict(kwargs))
-        attempts += [lambda: rec.cost(**bound()), lambda: rec.cost(bound())]
+            ns.update(dispatch.parse_schema(schema).bind(tuple(args), dict(kwargs)))
+        except Exception:  # noqa: BLE001 - the names below may still do
+            pass
+    ns.update(cost_namespace(call, tensors, out))
+    attempts = [lambda: _call_by_names(rec.cost, ns), lambda: rec.cost(*args, **kwargs)]
     errors = []
     for attempt in attempts:
         try:
@@ -315,7 +372,7 @@ def declared_cost(rec, call: H.Call, args: list, kwargs: dict, out) -> tuple[int
             continue
         if f is not None:
             return f[0], f[1] + f[2], "declared"
-    r, w = io_bytes(call, [a for a in args if hasattr(a, "numel")], out)
+    r, w = io_bytes(call, tensors, out)
     return 0, r + w, "io-fallback (" + (errors[-1][:120] if errors else "cost returned no bytes") + ")"
 
 
@@ -370,7 +427,8 @@ def run_row(nbx, rec, case, shape, dt, call: H.Call, ctx: dict) -> dict:
         out = fn()
         args = H.materialize(list(call.args), tensors, lambda n: getattr(nbx, n))
         kwargs = H.materialize(dict(call.kwargs), tensors, lambda n: getattr(nbx, n))
-        flops, nbytes, source = declared_cost(rec, call, args, kwargs, out)
+        flops, nbytes, source = declared_cost(rec, call, tensors, args, kwargs, out)
+        io = sum(io_bytes(call, tensors, out))
         del out
         times = H.run_benchmark(fn, ctx["clock"], ctx["timing"])
         p20, p50, p80 = H.percentiles(times)
@@ -380,6 +438,9 @@ def run_row(nbx, rec, case, shape, dt, call: H.Call, ctx: dict) -> dict:
                    pct_peak_bw=r["pct_peak_bw"], pct_peak_flops=r["pct_peak_flops"])
         if source != "declared":
             row["note"] = (row["note"] + "; " if row["note"] else "") + source
+        elif io and not 0.5 <= nbytes / io <= 2.0:
+            row["note"] = (row["note"] + "; " if row["note"] else "") + \
+                f"declared bytes {nbytes} vs tensor sizes {io}: check the cost declaration"
         if pbw and r["gbps"] > 1.05 * pbw:
             row["note"] = (row["note"] + "; " if row["note"] else "") + \
                 f"rate above the datasheet peak ({r['gbps']:.0f} GB/s): the cost declaration overstates bytes"

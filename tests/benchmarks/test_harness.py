@@ -15,6 +15,7 @@ import sys
 import textwrap
 import types
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -73,8 +74,9 @@ def test_rates_arithmetic():
 
 
 class _FakeTensor:
-    def __init__(self, n, itemsize=2):
-        self.n, self.it = n, itemsize
+    def __init__(self, n, itemsize=2, dtype="bfloat16"):
+        self.n, self.it, self.dtype = n, itemsize, dtype
+        self.shape = (n,)
 
     def numel(self):
         return self.n
@@ -83,28 +85,55 @@ class _FakeTensor:
         return self.it
 
 
-def test_declared_cost_conventions_and_fallback():
-    call = H.FACTORIES["unary"]("neg", (1024, 1024), "bfloat16", {})
+@dataclass
+class _Cost:
+    flops: int
+    bytes_read: int
+    bytes_written: int
+
+
+def _decl(cost, call, tensors, out, args=None, kwargs=None, extra=None):
+    rec = types.SimpleNamespace(name="op", cost=cost, extra=extra or {})
+    args = args if args is not None else H.materialize(call.args, tensors, str)
+    return bench_ops.declared_cost(rec, call, tensors, args, kwargs or {}, out)
+
+
+def test_declared_cost_by_parameter_name():
+    call = H.FACTORIES["binary"]("add", (1 << 20,), "bfloat16", {})
+    x, y, out = _FakeTensor(1 << 20), _FakeTensor(1 << 10), _FakeTensor(1 << 20, 4, "float32")
+
+    # The pointwise convention: cost(out_shape, out_dtype, inputs=()).
+    def pointwise(out_shape, out_dtype, inputs=()):
+        n = out_shape[0]
+        return _Cost(n, sum(s[0] * (2 if d == "bfloat16" else 4) for s, d in inputs),
+                     n * (4 if out_dtype == "float32" else 2))
+    assert _decl(pointwise, call, [x, y], out) == (1 << 20, 2 * (1 << 20) + 2 * (1 << 10) + 4 * (1 << 20),
+                                                   "declared")
+
+    # The copy_ convention: cost(dst_shape, dst_dtype, src_numel, src_dtype); dst is the fresh input.
+    cp = H.FACTORIES["copy"]("copy_", (1 << 20,), "bfloat16", {"src_dtype": "float32"})
+    dst, src = _FakeTensor(1 << 20), _FakeTensor(1 << 20, 4, "float32")
+
+    def copy_cost(dst_shape, dst_dtype, src_numel, src_dtype):
+        assert dst_dtype == "bfloat16" and src_dtype == "float32"
+        return _Cost(0, src_numel * 4, dst_shape[0] * 2)
+    assert _decl(copy_cost, cp, [dst, src], dst) == (0, 6 << 20, "declared")
+
+    # fill_: cost(shape, dtype) of the first tensor argument.
+    fl = H.FACTORIES["unary"]("fill_", (1 << 20,), "bfloat16", {"inplace": True, "call": "method:fill_",
+                                                               "args": [1.5]})
+    assert _decl(lambda shape, dtype: _Cost(0, 0, shape[0] * 2), fl, [dst], dst)[:2] == (0, 2 << 20)
+    # A dict is accepted too; and arguments the schema names (here a fake schema-less record: positional).
+    assert _decl(lambda t, u: {"flops": 0, "bytes_read": 10, "bytes_written": 6}, call, [x, y], out)[:2] == (0, 16)
+
+
+def test_declared_cost_falls_back_to_tensor_sizes_and_says_so():
+    call = H.FACTORIES["unary"]("neg", (1 << 20,), "bfloat16", {})
     x, out = _FakeTensor(1 << 20), _FakeTensor(1 << 20)
-    from dataclasses import dataclass
-
-    @dataclass
-    class Cost:
-        flops: int
-        bytes_read: int
-        bytes_written: int
-
-    # The op's own arguments.
-    rec = types.SimpleNamespace(name="neg", cost=lambda t: Cost(t.numel(), 2 * t.numel(), 2 * t.numel()), extra={})
-    assert bench_ops.declared_cost(rec, call, [x], {}, out) == (1 << 20, 4 << 20, "declared")
-    # A dict is accepted too.
-    rec = types.SimpleNamespace(name="neg", cost=lambda t: {"flops": 0, "bytes_read": 10, "bytes_written": 6},
-                                extra={})
-    assert bench_ops.declared_cost(rec, call, [x], {}, out)[:2] == (0, 16)
-    # A cost that cannot take these arguments: bytes from the tensor sizes, flagged as such.
-    rec = types.SimpleNamespace(name="neg", cost=lambda shape, dtype: Cost(0, 0, 0), extra={})
-    flops, nbytes, source = bench_ops.declared_cost(rec, call, [x], {}, out)
-    assert (flops, nbytes) == (0, 2 * (2 << 20)) and source.startswith("io-fallback")
+    flops, nbytes, source = _decl(lambda a, b, c, d: _Cost(0, 0, 0), call, [x], out)
+    assert (flops, nbytes) == (0, 4 << 20) and source.startswith("io-fallback")
+    flops, nbytes, source = _decl(lambda *a: None, call, [x], out)
+    assert source == "io-fallback (cost returned no bytes)"
 
 
 def test_io_bytes_counts_shared_inputs_once_and_fresh_outputs():
@@ -496,7 +525,8 @@ def _smoke(tmp_path, *extra):
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, str(tmp_path / "run.py"), "--out", str(out), "--device", "cpu",
                         "--shapes", str(tmp_path / "shapes.json"), "--quick", *extra], capture_output=True, text=True,
-                       timeout=300, env={k: v for k, v in os.environ.items() if k != "NBX_TRITON_INTERPRET"})
+                       timeout=300, env={**{k: v for k, v in os.environ.items() if k != "NBX_TRITON_INTERPRET"},
+                                         "NBX_GIT_COMMIT": "smoke-test"})
     return p, out
 
 
