@@ -4,10 +4,8 @@ versioned capsules, and (marked ``parity``) exchange with PyTorch on CPU."""
 
 import ctypes
 import gc
-import importlib.util
 import weakref
 
-import ml_dtypes
 import numpy as np
 import pytest
 
