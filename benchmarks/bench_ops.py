@@ -460,8 +460,11 @@ def run_row(nbx, rec, case, shape, dt, call: H.Call, ctx: dict) -> dict:
                               "timing": vars(ctx["timing"])})
         if reply.get("ok"):
             row.update(peer_p20_ms=reply["p20_ms"], peer_p50_ms=reply["p50_ms"], peer_p80_ms=reply["p80_ms"])
-            if row.get("bytes") and reply["p50_ms"] > 0:
-                pr = H.rates(row.get("flops") or 0, row["bytes"], reply["p50_ms"], pbw, ptf)
+            # The peer moves the bytes nbxtensor's declaration names; when our row failed, the tensor sizes.
+            nbytes = row.get("bytes") or (sum(s.nbytes for s in call.inputs if not s.fresh) +
+                                          int(reply.get("out_bytes") or 0))
+            if nbytes and reply["p50_ms"] > 0:
+                pr = H.rates(row.get("flops") or 0, nbytes, reply["p50_ms"], pbw, ptf)
                 row.update(peer_gbps=pr["gbps"], peer_pct_peak_bw=pr["pct_peak_bw"])
             if row.get("status") == "ok":
                 row["ratio"] = reply["p50_ms"] / row["p50_ms"]

@@ -503,8 +503,10 @@ _SMOKE = textwrap.dedent('''
         raise RuntimeError("planted failure")
 
     nbx.benchtest_neg, nbx.benchtest_broken = neg, broken
+    if not hasattr(nbx, "neg"):
+        nbx.neg = neg  # stand-in until the elementwise family provides it
     cost = lambda x: Cost(flops=x.numel(), bytes_read=x.nbytes, bytes_written=x.nbytes)
-    for name in ("benchtest_neg", "benchtest_broken", "benchtest_undeclared"):
+    for name in ("benchtest_neg", "benchtest_broken", "benchtest_undeclared", "benchtest_torchneg"):
         register(OpRecord(name, "test", cpu=None, cost=cost if name != "benchtest_undeclared" else (lambda: 0),
                           oracle_note="stand-in", triton=lambda *a: None))
     import bench_ops
@@ -519,7 +521,8 @@ def _smoke(tmp_path, *extra):
                                          "small_ok": "smoke test"},
               "ops": {"benchtest_neg": {"factory": "unary", "call": "fn:benchtest_neg"},
                       "benchtest_broken": {"factory": "unary", "call": "fn:benchtest_broken"},
-                      "benchtest_undeclared": {"factory": "unary", "call": "fn:benchtest_neg"}}}
+                      "benchtest_undeclared": {"factory": "unary", "call": "fn:benchtest_neg"},
+                      "benchtest_torchneg": {"factory": "unary", "call": "fn:neg"}}}
     (tmp_path / "shapes.json").write_text(json.dumps(shapes))
     (tmp_path / "run.py").write_text(_SMOKE.format(src=os.path.join(REPO, "src"), bench=BENCH))
     out = tmp_path / "out"
@@ -535,7 +538,7 @@ def test_bench_ops_smoke_run_records_errors_and_goes_on(tmp_path):
     assert p.returncode == 0, p.stderr + p.stdout
     rows = H.read_csv(str(out / "results.csv"))
     by = {r["op"]: r for r in rows}
-    assert set(by) == {"benchtest_neg", "benchtest_broken", "benchtest_undeclared"}
+    assert set(by) == {"benchtest_neg", "benchtest_broken", "benchtest_undeclared", "benchtest_torchneg"}
     assert by["benchtest_broken"]["status"] == "error" and "planted failure" in by["benchtest_broken"]["error"]
     ok = by["benchtest_neg"]
     assert ok["status"] == "ok" and ok["cost_source"] == "declared"
@@ -549,24 +552,28 @@ def test_bench_ops_smoke_run_records_errors_and_goes_on(tmp_path):
     # --strict turns a failed row into exit 1; a second run appends.
     p2, _ = _smoke(tmp_path, "--no-peer", "--strict")
     assert p2.returncode == 1
-    assert len(H.read_csv(str(out / "results.csv"))) == 6
+    assert len(H.read_csv(str(out / "results.csv"))) == 8
     # --resume re-measures only what is not ok yet, and the summary covers the earlier rows too.
     p3, _ = _smoke(tmp_path, "--no-peer", "--resume")
     assert p3.returncode == 0, p3.stderr
     rows = H.read_csv(str(out / "results.csv"))
-    assert len(rows) == 7 and rows[-1]["op"] == "benchtest_broken"
+    assert len(rows) == 9 and rows[-1]["op"] == "benchtest_broken"
     md = (out / "summary.md").read_text()
-    assert "--resume: 2 rows already measured" in md and "| benchtest_neg |" in md
+    assert "--resume: 3 rows already measured" in md and "| benchtest_neg |" in md
 
 
 @pytest.mark.parity
 def test_bench_ops_smoke_run_with_the_torch_peer(tmp_path):
     """The peer: torch in its own process (here CPU torch, for the stand-in op resolved as torch.neg)."""
-    p, out = _smoke(tmp_path, "--ops", "benchtest_neg")
+    p, out = _smoke(tmp_path, "--ops", "benchtest_neg,benchtest_torchneg")
     assert p.returncode == 0, p.stderr + p.stdout
+    by = {r["op"]: r for r in H.read_csv(str(out / "results.csv"))}
     # torch has no benchtest_neg: the peer's error is recorded in the row and the run goes on.
-    row = H.read_csv(str(out / "results.csv"))[0]
-    assert row["status"] == "ok" and "has no 'fn:benchtest_neg'" in row["peer_error"]
+    assert by["benchtest_neg"]["status"] == "ok" and "has no 'fn:benchtest_neg'" in by["benchtest_neg"]["peer_error"]
+    r = by["benchtest_torchneg"]
+    assert r["status"] == "ok" and r["peer_error"] is None and r["peer_p50_ms"] > 0
+    assert r["ratio"] == pytest.approx(r["peer_p50_ms"] / r["p50_ms"], rel=1e-3) and r["peer_gbps"] > 0
+    assert "Geometric mean of ratios: " in (out / "summary.md").read_text()
 
 
 def test_bench_ops_list_and_no_cuda(tmp_path):
