@@ -1,0 +1,184 @@
+"""The allocator interface: what a device allocator provides and what it asks of the raw memory below it.
+
+An :class:`Allocator` hands out :class:`Block` objects (an address and a size on one device, tagged with the
+stream they were allocated for) and takes them back. It never touches a driver itself: it asks a
+:class:`RawMemory` provider for whole segments and for stream events. The CUDA device supplies a provider over
+``cuMemAlloc``/``cuEventRecord`` (:mod:`nbxtensor.device.cuda.backend`); tests supply a fake over plain integers,
+so every rule of the allocator (rounding, split, merge, stream-aware reuse, out-of-memory retry) is tested on a
+machine with no GPU.
+
+Every allocator also answers :meth:`Allocator.find`: which live allocation (its own, or foreign memory
+registered with :meth:`Allocator.register_external`, e.g. imported through DLPack) contains an address. The
+launcher uses it to refuse pointers that nothing in this process allocated.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+__all__ = ["Block", "ExternalBlock", "RawMemory", "RawOutOfMemory", "Allocator", "format_bytes"]
+
+
+class RawOutOfMemory(Exception):
+    """Raised by a :class:`RawMemory` provider when the device cannot give a segment of the asked size."""
+
+
+class RawMemory(Protocol):
+    """Segments and stream events of one device, as an allocator needs them.
+
+    Addresses are ints; ``stream`` is an opaque int handle (0 is the default stream).
+    """
+
+    def malloc(self, nbytes: int) -> int:
+        """A new segment of ``nbytes`` bytes; raise :class:`RawOutOfMemory` when the device has no room."""
+
+    def free(self, ptr: int) -> None:
+        """Return a segment obtained from :meth:`malloc` (never a part of one)."""
+
+    def mem_get_info(self) -> tuple[int, int]:
+        """``(free, total)`` bytes of the device, as the driver reports them now."""
+
+    def record_event(self, stream: int) -> Any:
+        """An event recorded now on ``stream`` (completes when the work queued so far on it completes)."""
+
+    def event_done(self, event: Any) -> bool:
+        """True once ``event`` has completed (does not block)."""
+
+    def event_release(self, event: Any) -> None:
+        """Destroy an event from :meth:`record_event`."""
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on the device."""
+
+
+class Block:
+    """One allocation (or a free piece of a segment) of a caching allocator.
+
+    Attributes:
+        ptr: device address of the first byte.
+        size: bytes the block spans (the request rounded up to the size class).
+        requested: bytes the caller asked for (``<= size``).
+        stream: handle of the stream the block was allocated for; it is reused by that stream first.
+        segment: the :class:`Segment` the block lies in.
+        prev, next: neighbours in the segment (address order), for merging.
+        allocated: True while a caller holds it.
+        freed: True once the caller's allocation was returned (use-after-free and double-free checks).
+        stream_uses: other streams that used the block (:meth:`Allocator.record_stream`); reuse waits for them.
+        pending: events still to complete before the block may be reused.
+        alloc_id: sequence number of the allocation (unique per allocator), for traces and error messages.
+    """
+
+    __slots__ = ("ptr", "size", "requested", "stream", "segment", "prev", "next", "allocated", "freed",
+                 "stream_uses", "pending", "alloc_id", "device_index")
+
+    external = False
+
+    def __init__(self, ptr: int, size: int, stream: int, segment: "Segment", device_index: int = 0):
+        self.ptr = ptr
+        self.size = size
+        self.requested = 0
+        self.stream = stream
+        self.segment = segment
+        self.prev: Block | None = None
+        self.next: Block | None = None
+        self.allocated = False
+        self.freed = False
+        self.stream_uses: set[int] | None = None
+        self.pending = 0
+        self.alloc_id = -1
+        self.device_index = device_index
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.size
+
+    def __repr__(self) -> str:
+        state = "allocated" if self.allocated else "freed" if self.freed else "cached"
+        return (f"Block(ptr=0x{self.ptr:x}, size={self.size}, requested={self.requested}, stream=0x{self.stream:x}, "
+                f"{state}, id={self.alloc_id})")
+
+
+class Segment:
+    """One raw allocation from the provider, cut into blocks.
+
+    Attributes:
+        ptr, size: the address and bytes the provider returned.
+        small: True for the small pool (requests up to ``SMALL_SIZE``).
+        stream: the stream whose blocks live in it (blocks never move between streams).
+        nblocks: how many blocks it is cut into now (1 when whole).
+    """
+
+    __slots__ = ("ptr", "size", "small", "stream", "nblocks")
+
+    def __init__(self, ptr: int, size: int, small: bool, stream: int):
+        self.ptr = ptr
+        self.size = size
+        self.small = small
+        self.stream = stream
+        self.nblocks = 1
+
+
+class ExternalBlock:
+    """Foreign memory registered with an allocator (imported through DLPack, wrapped from another library).
+
+    The allocator never frees it: ``owner`` (kept alive as long as the block) owns the bytes.
+    """
+
+    __slots__ = ("ptr", "size", "requested", "owner", "freed", "allocated", "alloc_id", "device_index",
+                 "readonly", "__weakref__")
+
+    external = True
+
+    def __init__(self, ptr: int, size: int, owner: object, alloc_id: int, device_index: int, readonly: bool):
+        self.ptr = ptr
+        self.size = size
+        self.requested = size
+        self.owner = owner
+        self.freed = False
+        self.allocated = True
+        self.alloc_id = alloc_id
+        self.device_index = device_index
+        self.readonly = readonly
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.size
+
+    def __repr__(self) -> str:
+        return f"ExternalBlock(ptr=0x{self.ptr:x}, size={self.size}, owner={type(self.owner).__name__})"
+
+
+class Allocator(Protocol):
+    """What every device allocator offers (the caching pool now; an arena and a static planner later)."""
+
+    def malloc(self, nbytes: int, stream: int = 0) -> Block:
+        """A block of at least ``nbytes`` bytes for use on ``stream``."""
+
+    def free(self, block: Block) -> None:
+        """Return ``block``; raises on a double free or a block of another allocator."""
+
+    def record_stream(self, block: Block, stream: int) -> None:
+        """Note that ``stream`` uses ``block``: its reuse waits for the work queued on ``stream`` at free time."""
+
+    def find(self, ptr: int) -> "Block | ExternalBlock | None":
+        """The live allocation (own or registered external) containing address ``ptr``, or None."""
+
+    def register_external(self, ptr: int, nbytes: int, owner: object, readonly: bool = False) -> ExternalBlock:
+        """Make foreign memory known (to :meth:`find`) until :meth:`unregister_external`."""
+
+    def unregister_external(self, block: ExternalBlock) -> None:
+        """Forget foreign memory."""
+
+    def empty_cache(self) -> None:
+        """Give every wholly free cached segment back to the device."""
+
+    def memory_stats(self) -> dict:
+        """Counters, PyTorch's key names (``allocated_bytes.all.current`` ...)."""
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes in a human unit (``1.50 GiB``), for error messages."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} bytes"

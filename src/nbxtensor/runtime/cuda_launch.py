@@ -1,0 +1,295 @@
+"""Launching Triton kernels on CUDA tensors, without torch: validation, a compiled-kernel cache, a fast path.
+
+:func:`launch` is called by :func:`nbxtensor.runtime.launcher.launch` for CUDA tensors. The first launch of a
+kernel with a new *specialization* goes through Triton (``JITFunction.run``: binding, specialization,
+compilation, launch); the compiled kernel is then cached per device under a key of what Triton specializes on:
+
+- each tensor argument's dtype and whether its address is 16-byte aligned,
+- each int argument's class (``== 1``; 32-bit, 64-bit or unsigned 64-bit; divisible by 16 or not),
+- the Python type of every other scalar, and the constexpr values and launch options (``meta``).
+
+Later launches with the same key call the compiled kernel's ``run`` directly with raw addresses (the *fast
+path*): no binder, no per-pointer ``cuPointerGetAttribute``. The key is never coarser than Triton's own, so
+the fast path runs exactly the binary Triton would have chosen (../shared/DESIGN.md: ``kernel[grid]`` about
+13 us of host time, the compiled ``run`` about 4.7 us on an H200).
+
+Refused with a clear error, before anything is queued: an argument count or keyword that disagrees with the
+kernel's signature; a tensor on another device than the launch, or freed; a pointer-like argument (an object
+with ``data_ptr()``) that no allocator of this process knows (memory imported through DLPack is registered on
+import) or that lies on another device; a grid that CUDA cannot launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .._errors import check
+from ..device.cuda import context as C
+from ..device.cuda import stream as S
+from ..device.cuda.backend import CudaStorage, find_allocation
+from .triton_compat import INTERPRET, require_triton
+
+__all__ = ["launch", "KernelSignature", "signature_of", "validate", "cache_info", "clear_cache", "arg_spec"]
+
+_MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+
+
+class KernelSignature:
+    """What the launcher needs to know of a ``@triton.jit`` kernel's parameters.
+
+    Attributes:
+        name: the kernel's name.
+        names: parameter names in order.
+        constexpr: names of ``tl.constexpr`` parameters.
+        defaults: default values by name.
+        options: accepted launch options (``num_warps``, ``num_stages``, ...).
+    """
+
+    __slots__ = ("name", "names", "constexpr", "defaults", "options", "index")
+
+    def __init__(self, name: str, names, constexpr, defaults: dict, options):
+        self.name = name
+        self.names = tuple(names)
+        self.constexpr = frozenset(constexpr)
+        self.defaults = dict(defaults)
+        self.options = frozenset(options)
+        self.index = {n: k for k, n in enumerate(self.names)}
+
+
+_OPTIONS_FALLBACK = ("num_warps", "num_ctas", "num_stages", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
+                     "launch_pdl", "debug")
+
+
+def _launch_options() -> tuple[str, ...]:
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+        return tuple(f.name for f in dataclasses.fields(CUDAOptions))
+    except Exception:  # a Triton without the NVIDIA backend: the common options
+        return _OPTIONS_FALLBACK
+
+
+_signatures: dict = {}
+
+
+def signature_of(kernel) -> KernelSignature | None:
+    """The :class:`KernelSignature` of a ``@triton.jit`` function (None for wrappers such as autotuners, which
+    always take Triton's own path)."""
+    sig = _signatures.get(kernel)
+    if sig is None and hasattr(kernel, "params") and hasattr(kernel, "arg_names"):
+        params = kernel.params
+        sig = KernelSignature(getattr(kernel, "__name__", "kernel"), [p.name for p in params],
+                              [p.name for p in params if p.is_constexpr],
+                              {p.name: p.default for p in params if p.has_default}, _launch_options())
+        _signatures[kernel] = sig
+    return sig
+
+
+def _storage_of(a):
+    return getattr(a, "_storage", None)
+
+
+def validate(sig: KernelSignature | None, dev_index: int, args, meta: dict) -> None:
+    """Check a launch before anything is queued (the slow path runs it for every new key).
+
+    Raises:
+        TypeError: too many or too few arguments; a keyword that is neither a parameter nor a launch option; a
+            parameter given both positionally and by keyword.
+        RuntimeError: a tensor on another device or freed; a pointer argument no allocator knows, or on
+            another device.
+    """
+    if sig is not None:
+        n, names = len(args), sig.names
+        check(n <= len(names), lambda: f"launch: kernel {sig.name} takes {len(names)} arguments ({', '.join(names)}),"
+              f" got {n} positional", TypeError)
+        for k in meta:
+            if k in sig.index:
+                check(sig.index[k] >= n, lambda: f"launch: kernel {sig.name}: argument '{k}' given both "
+                      "positionally and as a keyword", TypeError)
+            else:
+                check(k in sig.options, lambda: f"launch: kernel {sig.name} has no parameter or launch option '{k}' "
+                      f"(parameters: {', '.join(names)}; options: num_warps, num_stages, num_ctas, ...)", TypeError)
+        missing = [p for p in names[n:] if p not in meta and p not in sig.defaults]
+        check(not missing, lambda: f"launch: kernel {sig.name} takes {len(names)} arguments ({', '.join(names)}); "
+              f"got {n} positional and {sorted(k for k in meta if k in sig.index)} as keywords, missing {missing}",
+              TypeError)
+    for k, a in enumerate(args):
+        what = lambda: f"argument {k}" + (f" ('{sig.names[k]}')" if sig is not None and k < len(sig.names) else "")
+        st = _storage_of(a)
+        if st is not None:
+            check(isinstance(st, CudaStorage) and st.device.index == dev_index,
+                  lambda: f"launch: {what()} is a tensor on {st.device}, but the launch is on cuda:{dev_index}")
+            check(st.handle is None or not st.handle.freed, lambda: f"launch: {what()} is a tensor whose memory "
+                  f"(0x{st.ptr:x}) was already freed: use after free")
+        elif hasattr(a, "data_ptr") and not isinstance(a, (int, float, bool)):
+            p = int(a.data_ptr())
+            if p == 0:
+                continue
+            b = find_allocation(p)
+            check(b is not None, lambda: f"launch: {what()} points to 0x{p:x}, which no allocator of this process "
+                  "knows (not nbxtensor memory, not imported through nbx.from_dlpack); import foreign memory with "
+                  "nbx.from_dlpack first")
+            check(b.device_index == dev_index, lambda: f"launch: {what()} points to memory of cuda:{b.device_index}"
+                  f", but the launch is on cuda:{dev_index}")
+
+
+def arg_spec(a):
+    """The cache-key part for one non-tensor argument, mirroring Triton's specialization of it."""
+    t = type(a)
+    if t is int:
+        if a == 1:
+            return 1
+        if -0x80000000 <= a <= 0x7FFFFFFF:
+            return 2 if a & 15 else 3
+        if -0x8000000000000000 <= a <= 0x7FFFFFFFFFFFFFFF:
+            return 4 if a & 15 else 5
+        return 6 if a & 15 else 7
+    if t is float:
+        return "f"
+    if t is bool:
+        return "b"
+    if a is None:
+        return "n"
+    return (t, a)
+
+
+class _DevPtr:
+    """A pointer argument as Triton's binder wants it: ``data_ptr()`` and a ``dtype`` whose ``str`` ends in a
+    name of Triton's table (nbxtensor dtypes print as ``nbx.float16``)."""
+
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr: int, dtype):
+        self.ptr = ptr
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+_cache: dict = {}
+_hooks = None  # triton.knobs.runtime, bound at the first launch (profiler hooks force Triton's path)
+_stats = {"hits": 0, "misses": 0}
+
+
+def cache_info() -> dict:
+    """``{"entries": ..., "hits": ..., "misses": ...}`` of the compiled-kernel cache."""
+    return {"entries": len(_cache), **_stats}
+
+
+def clear_cache() -> None:
+    """Forget every cached compiled kernel (Triton's own caches are kept)."""
+    _cache.clear()
+
+
+def _grid3(grid, sig, call_args, tail):
+    if callable(grid):
+        names = sig.names if sig is not None else ()
+        grid = grid(dict(zip(names, tuple(call_args) + tuple(tail))))
+    if isinstance(grid, int):
+        grid = (grid,)
+    check(isinstance(grid, (tuple, list)) and 1 <= len(grid) <= 3, lambda: f"launch: grid must be 1 to 3 ints, "
+          f"got {grid!r}", TypeError)
+    g = (int(grid[0]), int(grid[1]) if len(grid) > 1 else 1, int(grid[2]) if len(grid) > 2 else 1)
+    for d, (v, m) in enumerate(zip(g, _MAX_GRID)):
+        check(0 <= v <= m, lambda: f"launch: grid dimension {d} is {v}; CUDA allows 0..{m}")
+    return g
+
+
+def _slow(kernel, sig, grid, i, args, meta, key):
+    """Validate, launch through Triton (compiling if needed), and cache the compiled kernel under ``key``."""
+    from . import cuda_driver
+    validate(sig, i, args, meta)
+    cuda_driver.install()
+    from triton import knobs
+    global _hooks
+    _hooks = knobs.runtime
+    targs = []
+    for a in args:
+        st = _storage_of(a)
+        if st is not None:
+            targs.append(_DevPtr(st.ptr + a._offset * a._dtype.itemsize, a._dtype))
+        else:
+            targs.append(a)
+    with C.DeviceGuard(i):
+        if sig is None:  # autotuner / heuristics wrapper: always Triton's path
+            kernel[grid](*targs, **meta)
+            return
+        ck = kernel.run(*targs, grid=grid, warmup=False, **meta)
+    _stats["misses"] += 1
+    if ck is None or key is None:
+        return
+    if hasattr(ck, "result"):
+        ck = ck.result()
+    tail = tuple(meta[p] if p in meta else sig.defaults[p] for p in sig.names[len(args):])
+    scratch = bool(getattr(ck.metadata, "global_scratch_size", 0))
+    if knobs.runtime.launch_enter_hook is None and knobs.runtime.launch_exit_hook is None:
+        _cache[key] = (ck.run, ck.function, ck.packed_metadata, tail, scratch)
+
+
+def launch(kernel, grid, dev, args, meta):
+    """Launch ``kernel`` over ``grid`` on CUDA device ``dev`` on its current stream (see the module docstring).
+
+    Args:
+        kernel: a ``@triton.jit`` function (or a Triton autotuner, which skips the fast path).
+        grid: 1 to 3 ints, or a callable of the bound arguments (as Triton).
+        dev: the launch device (``cuda:i``), the device of the tensor arguments.
+        args: positional arguments: tensors (passed as pointers), Python scalars, other pointer-like objects.
+        meta: constexpr values and launch options (``BLOCK=...``, ``num_warps=...``).
+
+    Raises:
+        TypeError / RuntimeError: see :func:`validate`; a grid CUDA cannot launch.
+        nbxtensor.device.cuda.CudaError or Triton's errors: compilation or launch failures.
+    """
+    check(not INTERPRET, "launch: CUDA tensors cannot run under the interpreter tier (NBX_TRITON_INTERPRET=1 runs "
+          "kernels on CPU tensors); move the tensors to the CPU or unset the variable")
+    i = dev.index
+    sig = _signatures.get(kernel)
+    if sig is None:
+        require_triton("launch")
+        sig = signature_of(kernel)
+    key = [kernel, i]
+    call = []
+    for a in args:
+        st = getattr(a, "_storage", None)
+        if st is not None:
+            if st.device.index != i or st.handle is not None and st.handle.freed:
+                validate(sig, i, args, meta)  # raises with the full message
+            p = st.ptr + a._offset * a._dtype.itemsize
+            call.append(p)
+            key.append(a._dtype)
+            key.append(not p & 15)
+        elif hasattr(a, "data_ptr") and type(a) not in (int, float, bool):
+            validate(sig, i, (a,) if sig is None else args, meta)
+            p = int(a.data_ptr())
+            call.append(p)
+            key.append(str(a.dtype))
+            key.append(not p & 15)
+        else:
+            call.append(a)
+            key.append(arg_spec(a))
+    if meta:
+        key.append(tuple(meta.items()))
+    try:
+        key = tuple(key)
+        entry = _cache.get(key)
+    except TypeError:  # an unhashable argument: Triton's path every time
+        key, entry = None, None
+    if entry is None or sig is None or _hooks.launch_enter_hook is not None:
+        _slow(kernel, sig, grid, i, args, meta, key)
+        return
+    run, function, packed, tail, scratch = entry
+    if type(grid) is tuple and len(grid) == 1 and 0 <= grid[0] <= 0x7FFFFFFF:
+        g0, g1, g2 = grid[0], 1, 1
+    else:
+        g0, g1, g2 = _grid3(grid, sig, call, tail)
+    C.ensure_context(i)
+    if scratch:  # Triton allocates the scratch through a ContextVar hook (set per thread) on the current device
+        from triton.runtime import _allocation
+        from . import cuda_driver
+        if _allocation._allocator.get() is not cuda_driver._scratch_alloc:
+            _allocation._allocator.set(cuda_driver._scratch_alloc)
+        with C.DeviceGuard(i):
+            run(g0, g1, g2, S.current_stream_handle(i), function, packed, None, None, None, *call, *tail)
+    else:
+        run(g0, g1, g2, S.current_stream_handle(i), function, packed, None, None, None, *call, *tail)
+    _stats["hits"] += 1
