@@ -17,6 +17,7 @@ from .tensor.dlpack import from_dlpack
 from .shapes import broadcast_shapes
 from . import ops
 from . import nn
+from . import cuda
 from . import io
 from .io import load_file, safe_open, save_file
 
