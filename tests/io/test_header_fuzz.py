@@ -5,8 +5,7 @@ import json
 import math
 import struct
 
-import numpy as np
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbxtensor as nbx

@@ -375,6 +375,34 @@ def test_streamed_load_to_a_non_cpu_device(big, xpu, monkeypatch):
         assert s.device.type == "xpu" and s.tolist() == t["c"][10:20].tolist()
 
 
+def test_pinned_staging_when_the_device_offers_it(big, xpu, monkeypatch):
+    p, t = big
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 1000)
+    pinned, sources = [], []
+
+    def pin(cpu_tensor):  # stands in for nbxtensor.cuda.pin_memory
+        out = cpu_tensor.clone()
+        pinned.append(out.data_ptr())
+        return out
+    monkeypatch.setattr(stream, "_pinner", lambda dev: pin)
+    real_write = xpu.write
+
+    def write(dst, off, src):
+        sources.append(src.ctypes.data)
+        return real_write(dst, off, src)
+    monkeypatch.setattr(xpu, "write", write)
+    sd = nbx.load_file(p, device="xpu")
+    assert sd.stats.staging == "pinned" and len(pinned) == stream.READERS + 1
+    assert all(any(b <= s < b + 1000 for b in pinned) for s in sources)  # every upload reads a pinned buffer
+    assert all(raw_bytes(sd[k]) == raw_bytes(t[k]) for k in t)
+
+    def no_pin(cpu_tensor):
+        raise nbx.OutOfMemoryError("pinned host memory exhausted")
+    monkeypatch.setattr(stream, "_pinner", lambda dev: no_pin)
+    sd = nbx.load_file(p, device="xpu")
+    assert sd.stats.staging == "pageable" and all(raw_bytes(sd[k]) == raw_bytes(t[k]) for k in t)
+
+
 def test_reading_overlaps_writing(big, monkeypatch):
     """While the first chunk is being written, a reader thread has already read the next one."""
     p, t = big
@@ -512,7 +540,8 @@ def test_progress_uses_tqdm_when_importable(monkeypatch):
 
 
 def test_load_from_bytes_and_save_to_bytes():
-    t = {"a": nbx.arange(3, dtype=nbx.float8_e5m2), "b": nbx.tensor([[1, 2]], dtype=nbx.uint16)}
+    t = {"a": nbx.from_numpy(np.arange(3, dtype=np.uint8).view(ml_dtypes.float8_e5m2)),
+         "b": nbx.tensor([[1, 2]], dtype=nbx.uint16)}
     b = nbx.io.save(t, metadata={"m": "1"})
     sd = nbx.io.load(b)
     assert sd.metadata == {"m": "1"} and all(raw_bytes(sd[k]) == raw_bytes(t[k]) for k in t)

@@ -133,6 +133,15 @@ class Header:
         return sorted(self.tensors.values(), key=lambda t: (t.begin, t.end))
 
 
+class _NegativeZero(int):
+    """JSON ``-0``: read as 0 by Python but refused as an unsigned integer by the reference (serde's ``usize``);
+    a distinct type so that the ``type(v) is int`` checks refuse it too."""
+
+
+def _parse_int(s: str) -> int:
+    return _NegativeZero(0) if s.startswith("-") and not s.strip("-0") else int(s)
+
+
 def _no_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
@@ -160,6 +169,15 @@ def _pairs_hook(found: list[str]):
     return hook
 
 
+def _utf8(s: str) -> bool:
+    """Whether ``s`` encodes to UTF-8 (JSON ``\\ud800`` escapes decode to lone surrogates, which do not)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _u64(v: object) -> bool:
     return type(v) is int and 0 <= v <= _U64_MAX
 
@@ -180,7 +198,8 @@ def parse_header(raw: bytes, data_len: int, *, file: object = "<bytes>") -> Head
         raise SafetensorError(file, None, "header-utf8", f"the header is not valid UTF-8: {e}") from None
     dups: list[str] = []
     try:
-        obj = json.loads(text, object_pairs_hook=_pairs_hook(dups), parse_constant=_no_constant)
+        obj = json.loads(text, object_pairs_hook=_pairs_hook(dups), parse_constant=_no_constant,
+                         parse_int=_parse_int)
     except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError; so are int-digit limits
         raise SafetensorError(file, None, "header-json", f"the header is not valid JSON: {e}") from None
     if not isinstance(obj, dict):
@@ -194,14 +213,16 @@ def parse_header(raw: bytes, data_len: int, *, file: object = "<bytes>") -> Head
             bad = (type(metadata).__name__ if not isinstance(metadata, dict) else
                    next(f"{k!r}: {type(v).__name__}" for k, v in metadata.items() if not isinstance(v, str)))
             raise SafetensorError(file, None, "metadata", f"__metadata__ must map strings to strings, got {bad}")
+        for k, v in metadata.items():
+            if not (_utf8(k) and _utf8(v)):
+                raise SafetensorError(file, None, "header-utf8", f"__metadata__ entry {k!r} holds a lone UTF-16 "
+                                      "surrogate")
     tensors: dict[str, TensorInfo] = {}
     for name, e in obj.items():
         if name == METADATA_KEY:
             continue
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            raise SafetensorError(file, name, "header-utf8", "the name holds a lone UTF-16 surrogate") from None
+        if not _utf8(name):
+            raise SafetensorError(file, name, "header-utf8", "the name holds a lone UTF-16 surrogate")
         if not isinstance(e, dict):
             raise SafetensorError(file, name, "entry", f"expected an object, got {type(e).__name__}")
         missing = [k for k in ("dtype", "shape", "data_offsets") if k not in e]
@@ -317,7 +338,8 @@ def encode_header(entries: list[tuple[str, str, tuple[int, ...], int, int]], met
 
     The JSON is compact, ``__metadata__`` first with sorted keys, non-ASCII written as UTF-8, padded with spaces
     to a multiple of 8 bytes so the data section starts 8-byte aligned: byte for byte what the reference
-    writer produces.
+    writer produces, except that it writes several metadata keys in Rust ``HashMap`` order (which changes from
+    run to run) where we sort them.
     """
     obj: dict[str, object] = {}
     if metadata is not None:

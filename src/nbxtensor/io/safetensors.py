@@ -433,7 +433,8 @@ def save_file(tensors: dict[str, Tensor], filename: str | os.PathLike, metadata:
 
     Byte for byte the file the reference writer produces for the same tensors: tensors ordered by dtype (8-byte
     types first, so each offset is a multiple of its itemsize) then by name; compact JSON padded with spaces to a
-    multiple of 8 bytes. The file is written under a temporary name and renamed into place, so a failed save
+    multiple of 8 bytes (metadata keys are sorted; the reference writes several in an order that varies between
+    runs). The file is written under a temporary name and renamed into place, so a failed save
     leaves no partial file at ``filename``. Nothing of the caller's is modified.
 
     Args:

@@ -8,9 +8,9 @@ The pipeline (used for every device other than a memory-mapped CPU load):
 3. :data:`READERS` reader threads fill staging buffers with ``os.preadv`` (positional reads: no shared file
    position, the GIL is released) while the calling thread hands filled buffers to the device backend's
    ``write`` (which releases the GIL during the copy), so reading chunk ``k+1`` overlaps uploading chunk ``k``;
-4. staging buffers are pinned host memory when the device package offers it (see :func:`_staging_allocator`),
-   else ordinary host memory; with ``READERS = 0`` the same steps run one after another in the calling thread
-   (the non-overlapped fallback).
+4. staging buffers are pinned host memory for ``cuda`` (``nbxtensor.cuda.pin_memory``; the backend's ``write``
+   then DMAs straight from the buffer the file was read into), else ordinary host memory; with ``READERS = 0``
+   the same steps run one after another in the calling thread (the non-overlapped fallback).
 
 Nothing is returned until every byte has arrived; on any error the partial allocations are dropped (their
 storages are freed by their backends' finalizers) and the reader threads are stopped before the error
@@ -256,25 +256,42 @@ def _read_chunk(ch: _Chunk, buf: np.ndarray) -> None:
         got += k
 
 
-def _staging_allocator(dev: Device):
-    """A function ``nbytes -> uint8 ndarray`` of pinned host memory for ``dev``, or ``None`` for pageable.
-
-    Uses ``nbxtensor.cuda.pinned_empty(nbytes)`` (a page-locked ``uint8`` ndarray) when the CUDA package provides
-    it; any other device gets pageable buffers.
-    """
+def _pinner(dev: Device):
+    """``nbxtensor.cuda.pin_memory`` for a ``cuda`` destination (a CPU tensor -> its copy in page-locked host
+    memory, from the CUDA package's pinned pool), else ``None``."""
     if dev.type != "cuda":
         return None
     try:
-        from .. import cuda as _cuda  # type: ignore[attr-defined]
-    except ImportError:
+        from .. import cuda as _cuda
+        return _cuda.pin_memory
+    except (ImportError, AttributeError):
         return None
-    return getattr(_cuda, "pinned_empty", None)
 
 
 def _host_buffer(nbytes: int) -> np.ndarray:
     raw = np.empty(nbytes + 4095, dtype=np.uint8)
     shift = (-raw.ctypes.data) % 4096
     return raw[shift:shift + nbytes]
+
+
+def _staging(dev: Device, count: int, nbytes: int) -> tuple[list[np.ndarray], str, list]:
+    """``count`` staging buffers of ``nbytes``: pinned when the device offers it (DMA straight from the buffer the
+    file was read into), else pageable (also when pinning fails: pinned memory is a limited resource).
+
+    Returns:
+        the uint8 arrays, ``"pinned"`` or ``"pageable"``, and the objects that must stay alive while the arrays
+        are used (the pinned tensors).
+    """
+    pin = _pinner(dev)
+    if pin is not None and nbytes:
+        from ..dtypes.table import uint8
+        from ..tensor.core import host_view, new_empty
+        try:
+            keep = [pin(new_empty((nbytes,), uint8, Device("cpu"))) for _ in range(count)]
+            return [host_view(t) for t in keep], "pinned", keep
+        except Exception:  # noqa: BLE001 - out of pinned memory, no driver: pageable buffers work everywhere
+            pass
+    return [_host_buffer(nbytes) for _ in range(count)], "pageable", []
 
 
 def stream_tensors(requests: list[tuple[Source, list[TensorInfo]]], dev: Device, *, progress: bool | None = None,
@@ -306,8 +323,9 @@ def stream_tensors(requests: list[tuple[Source, list[TensorInfo]]], dev: Device,
             storages.append(backend.allocate(t.nbytes, dev))
         chunks = _plan(requests, chunk_bytes)
         bufsize = max((c.nbytes for c in chunks), default=0)
-        pinned = _staging_allocator(dev)
-        alloc = pinned if pinned is not None else _host_buffer
+        overlapped = readers > 0 and len(chunks) > 1
+        readers = min(readers, len(chunks))
+        bufs, staging, keep = _staging(dev, readers + 1 if overlapped else min(1, len(chunks)), bufsize)
         progress_bar = Progress(total, desc, progress)
 
         def write(ch: _Chunk, buf: np.ndarray) -> None:
@@ -320,14 +338,12 @@ def stream_tensors(requests: list[tuple[Source, list[TensorInfo]]], dev: Device,
                 backend.write(storages[p.dst], p.dst_off, view)
             progress_bar.update(ch.nbytes)
 
-        overlapped = readers > 0 and len(chunks) > 1
         if not overlapped:
-            buf = alloc(bufsize) if chunks else None
             for ch in chunks:
-                _read_chunk(ch, buf)
-                write(ch, buf)
+                _read_chunk(ch, bufs[0])
+                write(ch, bufs[0])
         else:
-            _run_overlapped(chunks, write, alloc, bufsize, min(readers, len(chunks)))
+            _run_overlapped(chunks, write, bufs, readers)
         backend.synchronize(dev)
         tensors = [Tensor(st, t.shape, contiguous_strides(t.shape), 0, t.dtype) for st, t in zip(storages, infos)]
     except BaseException:
@@ -336,17 +352,17 @@ def stream_tensors(requests: list[tuple[Source, list[TensorInfo]]], dev: Device,
     finally:
         if progress_bar is not None:
             progress_bar.close()
+    del bufs, keep  # pinned staging goes back to the CUDA package's pool
     stats = LoadStats(device=str(dev), mode="stream", files=len(requests), tensors=len(tensors), nbytes=total,
-                      seconds=time.perf_counter() - t0, overlapped=overlapped,
-                      staging="pinned" if pinned is not None else "pageable")
+                      seconds=time.perf_counter() - t0, overlapped=overlapped, staging=staging)
     return tensors, stats
 
 
-def _run_overlapped(chunks: list[_Chunk], write, alloc, bufsize: int, readers: int) -> None:
+def _run_overlapped(chunks: list[_Chunk], write, bufs: list[np.ndarray], readers: int) -> None:
     """Reader threads fill buffers from a free pool; the calling thread writes each filled buffer and returns it."""
     free: queue.Queue = queue.Queue()
-    for _ in range(readers + 1):
-        free.put(alloc(bufsize))
+    for b in bufs:
+        free.put(b)
     filled: queue.Queue = queue.Queue()
     stop = threading.Event()
     lock = threading.Lock()
