@@ -40,6 +40,11 @@ def cast_array(a: np.ndarray, src: DType, dst: DType) -> np.ndarray:
     Returns:
         A new C-ordered array of ``dst.numpy`` with ``a``'s shape (a copy even when ``src is dst``).
     """
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the defined result, not a warning
+        return _cast(a, src, dst)
+
+
+def _cast(a: np.ndarray, src: DType, dst: DType) -> np.ndarray:
     if src is dst:
         return np.array(a, copy=True)
     if src.kind == T.KIND_COMPLEX and dst.kind != T.KIND_COMPLEX:
@@ -79,48 +84,79 @@ def _float_to_int(a: np.ndarray, dst: DType) -> np.ndarray:
 def checked_scalar(value, dst: DType, fn: str):
     """Convert a Python scalar to a NumPy scalar of ``dst``, refusing overflow as PyTorch's ``checked_convert``.
 
-    Used by ``fill_``, ``full`` and integer data in ``tensor()``. Rules (c10/util/TypeCast.h, ``overflows``):
-    integer targets accept ``[min, max]``, unsigned ones also ``[-max, -1]`` (wrapped, so ``-1`` -> 255 for
-    uint8); a float value into an integer dtype truncates toward zero and must fit; a finite float beyond a
-    float dtype's largest finite value overflows (inf and NaN pass); a complex value with a nonzero imaginary
-    part overflows every real dtype; anything converts to bool.
+    Used by ``fill_``, ``full``, ``__setitem__`` with a number and integer data in ``tensor()``. Rules
+    (c10/util/TypeCast.h ``overflows``, measured against PyTorch 2.13):
+
+    - A Python int must lie in ``[-2**63, 2**64)`` (PyTorch's argument parser), else ``OverflowError``.
+    - Into bool: anything converts (nonzero, NaN included, is True).
+    - Into an integer dtype: an int must lie in ``[min, max]``; unsigned targets also accept ``[-max, -1]``,
+      wrapped modulo ``2**bits`` (``-1`` -> 255 for uint8). A float must be finite and lie in ``[min, max]``
+      *before* truncation toward zero (so ``-0.5`` and ``255.5`` overflow uint8, as in PyTorch).
+      Difference: PyTorch compares in double, so ``2.0**63`` passes for int64 and becomes INT64_MIN; here the
+      comparison is exact and it overflows.
+    - Into a floating dtype: NaN passes; +-inf passes where the dtype has infinities (not float8_e4m3fn); a
+      value beyond the largest finite value overflows, compared before rounding (``65505.0`` overflows float16).
+    - A complex value into a real dtype overflows unless its imaginary part is 0; into a complex dtype each part
+      is checked as for the part's floating dtype.
 
     Raises:
-        RuntimeError: "value cannot be converted to type <dtype> without overflow" (PyTorch's message).
+        RuntimeError: "fn: value cannot be converted to type <dtype> without overflow" (PyTorch's message).
+        OverflowError: a Python int outside ``[-2**63, 2**64)``.
+        TypeError: a value that is not a number.
     """
     if isinstance(value, np.generic):
         value = value.item()
+    check(isinstance(value, (bool, int, float, complex)), lambda: f"{fn}: expected a number, got "
+          f"{type(value).__name__}", TypeError)
+    if isinstance(value, int) and not isinstance(value, bool):
+        check(-2 ** 63 <= value < 2 ** 64, lambda: f"{fn}: int too big to convert ({value} is outside "
+              "[-2**63, 2**64))", OverflowError)
     err = lambda: f"{fn}: value cannot be converted to type {dst.name} without overflow"  # noqa: E731
     if dst is T.bool_:
         return np.bool_(value != 0)
+    if isinstance(value, bool):
+        value = int(value)
     if isinstance(value, complex) and dst.kind != T.KIND_COMPLEX:
         check(value.imag == 0, err)
         value = value.real
     if dst.kind in (T.KIND_INT, T.KIND_UINT):
         info = np.iinfo(dst.numpy)
+        lo, hi = int(info.min), int(info.max)
         if isinstance(value, float):
-            check(value == value and abs(value) != float("inf"), err)
-            value = int(value)  # truncates toward zero
-        value = int(value)
+            check(value == value and abs(value) != float("inf") and lo <= value <= hi, err)
+            return dst.numpy.type(int(value))  # truncates toward zero
         if dst.kind == T.KIND_UINT:
-            check(-int(info.max) <= value <= int(info.max), err)
-            return dst.numpy.type(value % (int(info.max) + 1))
-        check(int(info.min) <= value <= int(info.max), err)
+            check(-hi <= value <= hi, err)
+            return dst.numpy.type(value % (hi + 1))
+        check(lo <= value <= hi, err)
         return dst.numpy.type(value)
     if dst.kind == T.KIND_FLOAT:
         v = float(value)
-        if v == v and abs(v) != float("inf"):
-            check(abs(v) <= float(_finite_max(dst)), err)
+        _check_float_fits(v, dst, err)
         return cast_array(np.array([v]), T.float64, dst)[0]
-    return dst.numpy.type(value)
+    # complex destination: each part as the part's float dtype
+    c = complex(value)
+    part = dst.to_real()
+    _check_float_fits(c.real, part, err)
+    _check_float_fits(c.imag, part, err)
+    return dst.numpy.type(c)
+
+
+def _check_float_fits(v: float, dst: DType, err) -> None:
+    if v != v:
+        return
+    if abs(v) == float("inf"):
+        check(dst is not T.float8_e4m3fn, err)  # the only dtype of the table without infinities
+        return
+    check(abs(v) <= _finite_max(dst), err)
 
 
 def _finite_max(dst: DType) -> float:
     if dst is T.float8_e4m3fn:
         return FLOAT8_E4M3FN_MAX
-    return float(np.finfo(dst.numpy).max) if dst.numpy.kind == "f" else float(ml_dtypes_finfo(dst).max)
+    return float(np.finfo(dst.numpy).max) if dst.numpy.kind == "f" else float(_ml_dtypes_finfo(dst).max)
 
 
-def ml_dtypes_finfo(dst: DType):
+def _ml_dtypes_finfo(dst: DType):
     import ml_dtypes
     return ml_dtypes.finfo(dst.numpy)

@@ -342,16 +342,24 @@ class Tensor:
     def fill_(self, value) -> "Tensor":
         """Fill with a Python scalar or a 0-dim tensor, converted to ``self.dtype``.
 
+        A Python or NumPy number is converted with PyTorch's overflow check
+        (:func:`nbxtensor.dtypes.casting.checked_scalar`); a 0-dim tensor is converted by the cast rules, as
+        ``copy_`` (PyTorch: ``fill_(torch.tensor(300))`` on uint8 gives 44, no error).
+
         Raises:
-            RuntimeError: "value cannot be converted to type X without overflow" for a value outside the
+            RuntimeError: "value cannot be converted to type X without overflow" for a number outside the
                 dtype's range (as PyTorch), a tensor value with dims; ``self`` is read-only.
+            TypeError: a value that is not a number or tensor.
         """
         if isinstance(value, Tensor):
+            # A 0-dim tensor value converts as a copy does (PyTorch: no overflow check, cast rules).
             check(value.ndim == 0, lambda: f"fill_ only supports 0-dimension value tensor but got tensor with "
                   f"{value.ndim} dimensions.")
-            value = value.item()
-        check(isinstance(value, (numbers.Number, np.generic)), lambda: f"fill_: argument 'value' must be a number, "
-              f"got {type(value).__name__}", TypeError)
+            _check_writable(self, "fill_")
+            _Hooks.copy(self, value)
+            return self
+        check(isinstance(value, (numbers.Number, np.generic)) and not isinstance(value, (str, bytes)),
+              lambda: f"fill_: argument 'value' must be a number, got {type(value).__name__}", TypeError)
         _check_writable(self, "fill_")
         _Hooks.fill(self, value)
         return self

@@ -34,101 +34,123 @@ def _dt(dtype, default: DType | None = None) -> DType | None:
     return default if dtype is None else dtype_from(dtype)
 
 
-def _infer_shape_and_kind(data: Any, fn: str) -> tuple[tuple[int, ...], DType | None]:
-    """Walk nested sequences: the shape (checking it is rectangular) and the inferred dtype of the leaves."""
+def _is_seq(x) -> bool:
+    return isinstance(x, (list, tuple, range)) or (isinstance(x, (Tensor, np.ndarray)) and x.ndim > 0)
+
+
+def _leaf_dtype(x, fn: str) -> DType:
+    """The dtype a scalar leaf of nested data contributes to inference (``torch.tensor``'s rules)."""
+    if isinstance(x, (Tensor, np.ndarray, np.generic)):
+        return dtype_from(x.dtype, arg="data")
+    if isinstance(x, (bool, int, float, complex)):
+        return P.scalar_dtype(x)
+    if isinstance(x, numbers.Number):
+        return P.scalar_dtype(complex(x) if isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real)
+                              else float(x))
+    if x is None:
+        fail(f"{fn}: Could not infer dtype of NoneType", RuntimeError)
+    if isinstance(x, (str, bytes)):
+        fail(f"{fn}: too many dimensions '{type(x).__name__}' (strings are not numbers)", ValueError)
+    fail(f"{fn}: Could not infer dtype of {type(x).__name__}", TypeError)
+
+
+def _flatten_data(data: Any, fn: str) -> tuple[tuple[int, ...], list, DType | None]:
+    """Walk nested sequences: the shape (checking it is rectangular), the scalar leaves in C order and the dtype
+    inferred from them (``promote_types`` over the leaves' own dtypes, Python scalars taking their defaults)."""
     shape: list[int] = []
     probe = data
-    while isinstance(probe, (list, tuple)) or (isinstance(probe, Tensor) and probe.ndim > 0) or \
-            (isinstance(probe, np.ndarray) and probe.ndim > 0):
+    while _is_seq(probe):
         shape.append(len(probe))
         if len(probe) == 0:
             break
         probe = probe[0]
+    leaves: list = []
     inferred: DType | None = None
 
     def walk(x, dim):
         nonlocal inferred
         if dim < len(shape):
-            check(isinstance(x, (list, tuple, Tensor, np.ndarray)) and (not isinstance(x, (Tensor, np.ndarray)) or
-                                                                       x.ndim > 0),
-                  lambda: f"{fn}: expected sequence of length {shape[dim]} at dim {dim} (got a scalar)", ValueError)
+            check(_is_seq(x), lambda: f"{fn}: not a sequence: expected a sequence of length {shape[dim]} at dim {dim}, "
+                  f"got {type(x).__name__}", TypeError)
             check(len(x) == shape[dim], lambda: f"{fn}: expected sequence of length {shape[dim]} at dim {dim} "
                   f"(got {len(x)})", ValueError)
             if isinstance(x, (Tensor, np.ndarray)):
-                d = dtype_from(x.dtype)
+                d = dtype_from(x.dtype, arg="data")
                 inferred = d if inferred is None else P.promote_types(inferred, d)
                 check(tuple(x.shape) == tuple(shape[dim:]), lambda: f"{fn}: expected sequence of shape "
                       f"{shape[dim:]} at dim {dim} (got {list(x.shape)})", ValueError)
+                host = _download(x) if isinstance(x, Tensor) else np.asarray(x)
+                leaves.extend(_py_scalar_list(host, d))
                 return
             for item in x:
                 walk(item, dim + 1)
             return
-        if isinstance(x, (list, tuple)):
-            fail(f"{fn}: expected a scalar at dim {dim} but got a sequence of length {len(x)}", ValueError)
-        if isinstance(x, (Tensor, np.ndarray, np.generic)):
-            d = dtype_from(x.dtype)
-        elif isinstance(x, (bool, int, float, complex)):
-            d = P.scalar_dtype(x)
-        elif isinstance(x, numbers.Number):
-            d = P.scalar_dtype(complex(x) if isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real)
-                               else float(x))
-        else:
-            fail(f"{fn}: could not infer dtype of {type(x).__name__}", TypeError)
+        check(not isinstance(x, (list, tuple, range)), lambda: f"{fn}: expected a number at dim {dim} but got a "
+              f"sequence of length {len(x)}", TypeError)
+        d = _leaf_dtype(x, fn)
         inferred = d if inferred is None else P.promote_types(inferred, d)
+        leaves.append(x.item() if isinstance(x, (Tensor, np.ndarray, np.generic)) else x)
 
     walk(data, 0)
-    return tuple(shape), inferred
+    return tuple(shape), leaves, inferred
 
 
-def _to_host(data: Any, dt: DType, shape: tuple[int, ...]) -> np.ndarray:
-    """Nested Python data to a host array of ``dt.numpy`` (values converted by the cast rules)."""
-    def leaf(x):
-        if isinstance(x, Tensor):
-            return _download(x)
-        return x
-    if isinstance(data, Tensor):
-        a = _download(data)
-        return cast_array(a, data.dtype, dt)
-    if isinstance(data, np.ndarray):
-        return cast_array(data, dtype_from(data.dtype), dt)
-
-    def conv(x):
-        if isinstance(x, (list, tuple)):
-            return [conv(i) for i in x]
-        return leaf(x)
-
-    nested = conv(data)
-    # Build at the widest type of the category, then cast by the library's rules (so 1e10 -> int32 saturates
-    # the same way a tensor cast does, and float64 -> float16 rounds through float32 like PyTorch).
-    wide = {T.KIND_BOOL: np.bool_, T.KIND_UINT: np.uint64, T.KIND_INT: np.int64,
-            T.KIND_FLOAT: np.float64, T.KIND_COMPLEX: np.complex128}
-    host = np.array(nested, dtype=object).reshape(shape) if shape else np.array(nested, dtype=object)
-    src_kind = _leaf_kind(host)
-    if dt.kind in (T.KIND_INT, T.KIND_UINT) and src_kind in (T.KIND_INT, T.KIND_UINT, T.KIND_BOOL):
-        # Python ints into an integer dtype are checked for overflow, as PyTorch's tensor() does.
-        flat = [checked_scalar(int(v), dt, "tensor") for v in host.reshape(-1).tolist()]
-        return np.array(flat, dtype=dt.numpy).reshape(shape)
-    src = {T.KIND_BOOL: T.bool_, T.KIND_UINT: T.int64, T.KIND_INT: T.int64, T.KIND_FLOAT: T.float64,
-           T.KIND_COMPLEX: T.complex128}[src_kind]
-    arr = np.array(host.tolist() if host.ndim else host.item(), dtype=wide[src.kind]).reshape(shape)
-    return cast_array(arr, src, dt)
+def _py_scalar_list(a: np.ndarray, d: DType) -> list:
+    if d.kind == T.KIND_FLOAT and d.itemsize < 4:
+        a = a.astype(np.float32)
+    return a.reshape(-1).tolist()
 
 
-def _leaf_kind(host: np.ndarray) -> str:
-    kinds = set()
-    for v in host.reshape(-1).tolist():
-        if isinstance(v, (bool, np.bool_)):
-            kinds.add(0)
-        elif isinstance(v, (int, np.integer)):
-            kinds.add(1)
-        elif isinstance(v, (float, np.floating)) or (hasattr(v, "dtype") and np.dtype(v.dtype).kind == "f"):
-            kinds.add(2)
-        elif isinstance(v, (complex, np.complexfloating)):
-            kinds.add(3)
+def _leaves_to_host(leaves: list, dt: DType, shape: tuple[int, ...], fn: str) -> np.ndarray:
+    """Scalar leaves to a host array of ``dt`` by ``torch.tensor``'s per-element rules.
+
+    Integer targets: every value is checked (``checked_scalar``'s rules: ints in range, unsigned ones wrapping
+    from ``[-max, -1]``; floats finite and in range before truncation). Floating and complex targets: a plain
+    cast (``1e300`` -> inf in float32, as PyTorch). Complex values into a real non-bool dtype raise TypeError. A
+    Python int beyond int64 raises ValueError (PyTorch: "Overflow when unpacking long long"), except into uint64
+    (up to 2**64 - 1) and floating types.
+    """
+    n = len(leaves)
+    if dt is T.bool_:
+        return np.array([bool(v) for v in leaves], dtype=np.bool_).reshape(shape)
+    has_complex = any(isinstance(v, complex) for v in leaves)
+    if dt.kind != T.KIND_COMPLEX:
+        check(not has_complex, lambda: f"{fn}: must be real number, not complex (converting to {dt.name})",
+              TypeError)
+    big = [v for v in leaves if isinstance(v, int) and not isinstance(v, bool) and not -2 ** 63 <= v < 2 ** 63]
+    if big and dt.kind in (T.KIND_INT, T.KIND_UINT):
+        if dt is T.uint64:
+            check(all(0 <= v < 2 ** 64 for v in big), lambda: f"{fn}: int too big to convert or negative for "
+                  f"uint64 (got {big[0]})", OverflowError)
+            check(all(v >= 0 for v in leaves if isinstance(v, int)), lambda: f"{fn}: can't convert negative int "
+                  "to unsigned", OverflowError)
+            return np.array([int(v) for v in leaves], dtype=np.uint64).reshape(shape)
+        fail(f"{fn}: Overflow when unpacking long long ({big[0]} does not fit int64)", ValueError)
+    if dt.kind == T.KIND_COMPLEX:
+        return cast_array(np.array(leaves, dtype=np.complex128).reshape(shape), T.complex128, dt)
+    all_int = all(isinstance(v, int) for v in leaves)
+    if dt.kind == T.KIND_FLOAT:
+        if all_int and not big:
+            return cast_array(np.array(leaves, dtype=np.int64).reshape(shape), T.int64, dt)
+        return cast_array(np.array(leaves, dtype=np.float64).reshape(shape), T.float64, dt)
+    # integer target: checked conversion, vectorised
+    info = np.iinfo(dt.numpy)
+    lo, hi = int(info.min), int(info.max)
+    err = lambda: f"{fn}: value cannot be converted to type {dt.name} without overflow"  # noqa: E731
+    if all_int:
+        a = np.array(leaves, dtype=np.int64).reshape(shape) if n else np.zeros(shape, np.int64)
+        if dt.kind == T.KIND_UINT:
+            check(bool(np.all((a >= -hi) & (a <= hi))) if dt is not T.uint64 else True, err)
+            if dt is T.uint64:
+                check(bool(np.all(a >= 0)), lambda: f"{fn}: can't convert negative int to unsigned", OverflowError)
         else:
-            kinds.add(2)
-    top = max(kinds, default=2)
-    return [T.KIND_BOOL, T.KIND_INT, T.KIND_FLOAT, T.KIND_COMPLEX][top]
+            check(bool(np.all((a >= lo) & (a <= hi))), err)
+        return a.astype(dt.numpy)
+    f = np.array(leaves, dtype=np.float64).reshape(shape)
+    hi_f = float(hi)
+    within_hi = (f <= hi_f) if int(hi_f) == hi else (f < hi_f)  # exact bound even where max is not a double
+    check(bool(np.all(np.isfinite(f) & (f >= float(lo)) & within_hi)), err)
+    return np.trunc(f).astype(dt.numpy)
 
 
 def tensor(data: Any, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
@@ -156,16 +178,22 @@ def tensor(data: Any, *, dtype=None, device=None, requires_grad: bool = False, p
     dev = as_device(device)
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):
         a = np.asarray(data)
+        check(a.dtype.kind not in "USOV", lambda: f"tensor: can't convert np.ndarray of type {a.dtype}; the "
+              "supported NumPy dtypes are those of nbxtensor's dtype table", TypeError)
+        check(a.dtype.isnative, "tensor: given numpy array has byte order different from the native byte order. "
+              "Conversion between byte orders is currently not supported.", ValueError)
         src = dtype_from(a.dtype, arg="data")
         dt = _dt(dtype, src)
         return from_host_array(cast_array(a, src, dt), dt, dev)
     if isinstance(data, Tensor):
         return data.to(dtype=_dt(dtype, data.dtype), device=dev, copy=True)
-    shape, inferred = _infer_shape_and_kind(data, "tensor")
+    check(not isinstance(data, (str, bytes)), lambda: f"tensor: new(): invalid data type '{type(data).__name__}'",
+          TypeError)
+    shape, leaves, inferred = _flatten_data(data, "tensor")
     if inferred is None:
         inferred = P.get_default_dtype()
     dt = _dt(dtype, inferred)
-    return from_host_array(_to_host(data, dt, shape), dt, dev)
+    return from_host_array(_leaves_to_host(leaves, dt, shape, "tensor"), dt, dev)
 
 
 def scalar_tensor(s, *, dtype=None, device=None) -> Tensor:
@@ -184,12 +212,12 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
     """
     check(isinstance(ndarray, np.ndarray), lambda: f"from_numpy: expected np.ndarray (got {type(ndarray).__name__})",
           TypeError)
+    check(ndarray.dtype.isnative, lambda: f"from_numpy: given numpy array has byte order {ndarray.dtype.byteorder!r} "
+          "different from the native byte order. Only native byte order is supported.", ValueError)
     dt = dtype_from(ndarray.dtype, arg="ndarray")
     check(all(s >= 0 for s in ndarray.strides), "from_numpy: at least one stride in the given numpy array is negative, "
           "and tensors with negative strides are not currently supported. (You can probably work around this by making "
           "a copy of your array with array.copy().)", ValueError)
-    check(ndarray.dtype.isnative, lambda: f"from_numpy: given numpy array has byte order {ndarray.dtype.byteorder!r} "
-          "different from the native byte order. Only native byte order is supported.", ValueError)
     storage, off = wrap_host_array(ndarray)
     strides = tuple(s // ndarray.itemsize for s in ndarray.strides)
     return Tensor(storage, ndarray.shape, strides, off, dt)
@@ -242,126 +270,317 @@ def asarray(obj: Any, *, dtype=None, device=None, copy: bool | None = None, requ
     return tensor(src, dtype=dtype, device=dev)
 
 
+def _size_arg(size: tuple, fn: str) -> tuple[int, ...]:
+    check(len(size) > 0, lambda: f'{fn}() missing 1 required positional arguments: "size"', TypeError)
+    shape = normalize_shape(size, fn=fn)
+    for d in shape:
+        check(d >= 0, lambda: f"{fn}: Trying to create tensor with negative dimension {d}: {list(shape)}")
+    return shape
+
+
 def empty(*size, dtype=None, device=None, **_ignored) -> Tensor:
     """An uninitialised contiguous tensor of ``size`` (default dtype: the default float dtype).
 
     Raises:
-        RuntimeError: a negative size. TypeError: a non-integer size.
+        RuntimeError: a negative size. TypeError: no size, or a non-integer size.
     """
-    shape = normalize_shape(size, fn="empty")
-    return new_empty(shape, _dt(dtype, P.get_default_dtype()), as_device(device))
+    return new_empty(_size_arg(size, "empty"), _dt(dtype, P.get_default_dtype()), as_device(device))
+
+
+def _fill_dtype(fill_value, fn: str) -> DType:
+    """``torch.full``'s dtype inference: by the value's category (bool -> bool, integer -> int64, floating ->
+    the default float, complex -> the default complex), for Python numbers, NumPy scalars and 0-dim tensors alike."""
+    if isinstance(fill_value, Tensor):
+        check(fill_value.numel() == 1, lambda: f"{fn}: fill_value must be a number or a one-element tensor, got a "
+              f"tensor of {fill_value.numel()} elements", TypeError)
+        fill_value = fill_value.item()
+    if isinstance(fill_value, np.generic):
+        fill_value = fill_value.item()
+    check(isinstance(fill_value, (bool, int, float, complex)), lambda: f"{fn}(): argument 'fill_value' must be "
+          f"Number, not {type(fill_value).__name__}", TypeError)
+    return P.scalar_dtype(fill_value)
 
 
 def full(size, fill_value, *, dtype=None, device=None) -> Tensor:
-    """A tensor of ``size`` filled with ``fill_value``; dtype inferred from the value as ``torch.full``
-    (bool -> bool, int -> int64, float -> default float, complex -> default complex)."""
-    if dtype is None:
-        check(isinstance(fill_value, (bool, int, float, complex, np.generic)) or isinstance(fill_value, Tensor),
-              lambda: f"full: fill_value must be a number, got {type(fill_value).__name__}", TypeError)
-        dt = dtype_from(fill_value.dtype) if hasattr(fill_value, "dtype") else P.scalar_dtype(fill_value)
-    else:
-        dt = dtype_from(dtype)
-    out = new_empty(normalize_shape((size,) if isinstance(size, int) else tuple(size), fn="full"), dt,
-                    as_device(device))
-    return out.fill_(fill_value)
+    """A tensor of ``size`` filled with ``fill_value`` (``torch.full``).
+
+    Args:
+        size: a tuple or list of ints (not a bare int, as PyTorch).
+        fill_value: a number (Python, NumPy scalar or one-element tensor); converted with PyTorch's overflow check.
+        dtype: default: inferred from the value's category (bool -> bool, int -> int64, float -> the default
+            float, complex -> the default complex).
+
+    Raises:
+        TypeError: ``size`` not a sequence of ints; ``fill_value`` not a number.
+        RuntimeError: a negative size; a value that overflows ``dtype`` ("value cannot be converted to type
+            uint8 without overflow").
+    """
+    check(isinstance(size, (tuple, list)) or type(size).__name__ == "Size", lambda: f"full(): argument 'size' "
+          f"(position 1) must be tuple of ints, not {type(size).__name__}", TypeError)
+    dt = _fill_dtype(fill_value, "full") if dtype is None else dtype_from(dtype)
+    if dtype is not None:
+        _fill_dtype(fill_value, "full")  # type check only
+    shape = _size_arg((tuple(size),), "full")
+    out = new_empty(shape, dt, as_device(device))
+    return out.fill_(fill_value.item() if isinstance(fill_value, Tensor) else fill_value)
 
 
 def zeros(*size, dtype=None, device=None) -> Tensor:
     """A tensor of ``size`` filled with 0 (default dtype: the default float dtype)."""
-    return full(normalize_shape(size, fn="zeros"), 0, dtype=_dt(dtype, P.get_default_dtype()), device=device)
+    return full(_size_arg(size, "zeros"), 0, dtype=_dt(dtype, P.get_default_dtype()), device=device)
 
 
 def ones(*size, dtype=None, device=None) -> Tensor:
     """A tensor of ``size`` filled with 1 (default dtype: the default float dtype)."""
-    return full(normalize_shape(size, fn="ones"), 1, dtype=_dt(dtype, P.get_default_dtype()), device=device)
+    return full(_size_arg(size, "ones"), 1, dtype=_dt(dtype, P.get_default_dtype()), device=device)
 
 
 def empty_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """An uninitialised tensor of ``input``'s shape, with its dtype and device unless given."""
     return empty(input.shape, dtype=_dt(dtype, input.dtype), device=device if device is not None else input.device)
 
 
 def zeros_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """Zeros of ``input``'s shape, with its dtype and device unless given."""
     return full(input.shape, 0, dtype=_dt(dtype, input.dtype), device=device if device is not None else input.device)
 
 
 def ones_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """Ones of ``input``'s shape, with its dtype and device unless given."""
     return full(input.shape, 1, dtype=_dt(dtype, input.dtype), device=device if device is not None else input.device)
 
 
 def full_like(input: Tensor, fill_value, *, dtype=None, device=None) -> Tensor:
+    """``fill_value`` in ``input``'s shape, with ``input``'s dtype (not the value's) and device unless given."""
     return full(input.shape, fill_value, dtype=_dt(dtype, input.dtype),
                 device=device if device is not None else input.device)
 
 
 def _num(x, name: str, fn: str):
+    """A real number argument: Python bool/int/float, NumPy scalar or one-element tensor (as its Python value)."""
     if isinstance(x, Tensor):
+        check(x.numel() == 1, lambda: f"{fn}(): argument '{name}' must be Number, not a tensor of {x.numel()} "
+              "elements", TypeError)
         x = x.item()
-    check(isinstance(x, (numbers.Real, np.generic)) and not isinstance(x, complex), lambda: f"{fn}: argument "
-          f"'{name}' must be a real number, got {type(x).__name__}", TypeError)
+    if isinstance(x, np.generic):
+        x = x.item()
+    check(isinstance(x, (bool, int, float, complex)), lambda: f"{fn}(): argument '{name}' must be Number, not "
+          f"{type(x).__name__}", TypeError)
+    check(not isinstance(x, complex), lambda: f"{fn}: argument '{name}' value cannot be converted to type double "
+          f"without overflow (got complex {x})")
     return x
 
 
+# Dtypes PyTorch's CPU range kernels dispatch over (AT_DISPATCH_ALL_TYPES_AND2(Half, BFloat16)).
+_RANGE_DTYPES = frozenset({T.uint8, T.int8, T.int16, T.int32, T.int64, T.float16, T.bfloat16, T.float32, T.float64})
+
+
+def _as(x, d: DType):
+    """Python number ``x`` as a NumPy scalar of ``d`` (the conversion ``Scalar::to<T>`` does: round to nearest for
+    floating types, through float32 for float16/bfloat16)."""
+    return cast_array(np.array([float(x)]), T.float64, d)[0]
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Knuth's TwoSum: ``s = fl(a + b)`` and the exact error ``a + b - s`` (float64, no overflow)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dekker's TwoProduct with Veltkamp's split: ``p = fl(a * b)`` and the exact error ``a * b - p``."""
+    def split(x):
+        c = x * 134217729.0  # 2**27 + 1
+        hi = c - (c - x)
+        return hi, x - hi
+    p = a * b
+    ah, al = split(a)
+    bh, bl = split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _round_to_odd_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + b`` rounded to odd in float64: exact sums as they are, inexact ones to the neighbour whose last
+    significand bit is 1 (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms
+    using rounding to odd", IEEE Trans. Computers 57(4), 2008)."""
+    s, e = _two_sum(a, b)
+    even = (s.view(np.int64) & 1) == 0
+    fix = (e != 0) & even
+    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+
+
+def _fma(a, b, c, out_dtype) -> np.ndarray:
+    """``a * b + c`` rounded once to ``out_dtype`` (float32 or float64), as a fused multiply-add does.
+
+    PyTorch's CPU range kernels write ``start + step * i``, which the compiler contracts into an FMA on x86-64
+    (AVX2/AVX-512 builds) and AArch64; matching its results bit for bit needs the single rounding. NumPy has no
+    FMA, so: float32 operands multiply exactly in float64 and the sum rounds to odd before the final rounding
+    (exact, since 53 >= 24 + 2); float64 uses Boldo and Melquiond's emulated FMA (TwoProduct, TwoSum, a sum
+    rounded to odd, one final rounding). Both are exact in the absence of overflow and underflow.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    c = np.asarray(c, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.dtype(out_dtype) == np.float32:
+            p = a * b  # exact: two 24-bit significands
+            out = _round_to_odd_sum(p, c).astype(np.float32)
+            plain = (p + c).astype(np.float32)
+        else:
+            uh, ul = _two_prod(a, b)
+            th, tl = _two_sum(c, uh)
+            out = th + _round_to_odd_sum(tl, ul)
+            plain = a * b + c
+    # Non-finite inputs or results (inf, nan, overflow): the plain formula gives IEEE's answer.
+    return np.where(np.isfinite(out) & np.isfinite(plain), out, plain).astype(out_dtype)
+
+
 def arange(start=0, end=None, step=1, *, dtype=None, device=None) -> Tensor:
-    """Values ``start, start+step, ...`` below ``end`` (``torch.arange``): int64 when all of start, end and step
-    are ints, else the default float dtype. Values are ``start + i*step`` computed in float64 (ATen's CPU
-    accumulate type) and then converted.
+    """Values ``start, start+step, ...`` below ``end`` (``torch.arange``).
+
+    Dtype: int64 when start, end and step are all integers (bools, NumPy integers and integer tensors count),
+    else the default float dtype. Element ``i`` is ATen's CPU formula, ``start + step * i`` computed in the
+    accumulate type (float64 for float32/float64 results, float32 for float16/bfloat16, int64 for integer
+    dtypes, where ``start`` and ``step`` are first truncated to integers) and then converted once. The length is
+    ``ceil((end - start) / step)`` in float64, except for int64 results, which use the truncated integers
+    (``(end - start + step - sign(step)) // step``), as ATen (aten/src/ATen/native/RangeFactories.cpp).
+
+    Difference from PyTorch on CPU: ATen's SIMD loop computes most elements as ``base + j*step`` from a rounded
+    ``base`` every 8-64 elements, which can differ from this formula by one unit in the last place (the exact
+    elements depend on the machine's vector width); its scalar tail, and CUDA for int64, use the formula here.
 
     Raises:
-        RuntimeError: step == 0; end and start inconsistent with the step's sign; a non-finite bound.
+        RuntimeError: ``step == 0``; a non-finite bound; bounds inconsistent with the step's sign; a complex
+            argument.
+        ValueError: an int64 result whose step truncates to 0 (PyTorch's type).
+        TypeError: a non-numeric argument.
+        NotImplementedError: bool, complex, float8 and uint16/32/64 results (PyTorch has no kernel for them).
     """
     if end is None:
         start, end = 0, start
     start, end, step = _num(start, "start", "arange"), _num(end, "end", "arange"), _num(step, "step", "arange")
-    all_int = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) or isinstance(v, bool)
-                  for v in (start, end, step))
+    all_int = all(isinstance(v, int) for v in (start, end, step))
     dt = _dt(dtype, T.int64 if all_int else P.get_default_dtype())
-    check(step != 0, "arange: step must be nonzero")
-    check(all(math.isfinite(float(v)) for v in (start, end)), lambda: f"arange: unsupported range: {start} -> {end}")
-    check((step > 0 and end >= start) or (step < 0 and end <= start),
-          "arange: upper bound and larger bound inconsistent with step sign")
-    if all_int and dt.kind in (T.KIND_INT, T.KIND_UINT):
-        n = max(0, -(-(end - start) // step))
-        vals = start + step * np.arange(n, dtype=np.int64)
-        return from_host_array(cast_array(vals, T.int64, dt), dt, as_device(device))
-    n = int(math.ceil((float(end) - float(start)) / float(step)))
-    n = max(n, 0)
-    vals = float(start) + float(step) * np.arange(n, dtype=np.float64)
-    return from_host_array(cast_array(vals, T.float64, dt), dt, as_device(device))
+    check(dt in _RANGE_DTYPES, lambda: f'"arange_cpu" not implemented for {dt.name}', NotImplementedError)
+    fs, fe, fst = float(start), float(end), float(step)
+    check(fst != 0, "arange: step must be nonzero")
+    check(math.isfinite(fs) and math.isfinite(fe), lambda: f"arange: unsupported range: {start} -> {end}")
+    check((fst > 0 and fe >= fs) or (fst < 0 and fe <= fs),
+          "arange: upper bound and lower bound inconsistent with step sign")
+    dev = as_device(device)
+    if dt.kind in (T.KIND_INT, T.KIND_UINT):
+        xs, xe, xst = int(start), int(end), int(step)  # Scalar::to<int64_t> truncates toward zero
+        if dt is T.int64:
+            check(xst != 0, "arange: step must be nonzero (the step truncates to 0 for an integer dtype)", ValueError)
+            sgn = (xst > 0) - (xst < 0)
+            q = xe - xs + xst - sgn
+            n = abs(q) // abs(xst) * (1 if (q >= 0) == (xst > 0) else -1)  # C++ division truncates toward zero
+        else:
+            n = math.ceil((fe - fs) / fst)
+        n = max(n, 0)
+        with np.errstate(over="ignore"):
+            vals = np.int64(xs) + np.int64(xst) * np.arange(n, dtype=np.int64)  # int64 wraps as ATen's does
+        return from_host_array(vals.astype(dt.numpy), dt, dev)
+    n = max(math.ceil((fe - fs) / fst), 0)
+    check(n <= 2 ** 63 - 1, "arange: invalid size, possible overflow?")
+    acc = np.float64 if dt in (T.float32, T.float64) else np.float32  # ATen's CPU acc_type
+    idx = np.arange(n, dtype=np.int64).astype(acc)
+    vals = _fma(acc(fst), idx, acc(fs), acc)
+    return from_host_array(cast_array(vals, T.float64 if acc is np.float64 else T.float32, dt), dt, dev)
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (``torch.linspace``).
 
-    Uses ATen's symmetric formula (aten/src/ATen/native/cpu/RangeFactoriesKernel.cpp): with
-    ``step = (end - start) / (steps - 1)``, the first half is ``start + i*step`` and the second half
-    ``end - (steps - 1 - i)*step``, so both ends are exact. Computed in float64, then converted.
+    ATen's formula (aten/src/ATen/native/cpu/RangeFactoriesKernel.cpp), in its types: ``start`` and ``end`` are
+    first converted to the result dtype; ``step = (end - start) / (steps - 1)`` and element ``i`` is
+    ``start + step*i`` for ``i < steps // 2`` and ``end - step*(steps - 1 - i)`` after, so both ends are exact.
+    Floating results compute in the result type itself (float16/bfloat16 round after every operation, ``i``
+    included, as ``c10::Half`` arithmetic does); integer results compute the step and values in float64 and
+    truncate. Complex results apply the formula to the real and imaginary parts. ``steps == 1`` gives ``start``.
+    The dtype defaults to the default float dtype, or the default complex dtype for a complex bound.
+
+    Difference from PyTorch on CPU: as for :func:`arange`, ATen's SIMD loop can differ by one unit in the last
+    place in elements it computes as ``base + j*step``; its CUDA kernel and scalar tail use this formula.
 
     Raises:
-        RuntimeError: steps < 0.
+        RuntimeError: steps < 0; a bound that overflows an integer dtype ("value cannot be converted").
+        TypeError: a non-integer ``steps``.
+        NotImplementedError: bool, float8 and uint16/32/64 results.
     """
-    start, end = _num(start, "start", "linspace"), _num(end, "end", "linspace")
-    check(isinstance(steps, (int, np.integer)) and steps >= 0, lambda: f"linspace: number of steps must be "
-          f"non-negative, got {steps}")
-    dt = _dt(dtype, P.get_default_dtype())
+    start = _num_or_complex(start, "start")
+    end = _num_or_complex(end, "end")
+    check(not isinstance(steps, bool) and (isinstance(steps, int) or hasattr(steps, "__index__")) and
+          not isinstance(steps, float), lambda: f"linspace(): argument 'steps' must be int, not "
+          f"{type(steps).__name__}", TypeError)
+    steps = int(steps.__index__())
+    check(steps >= 0, lambda: f"linspace: number of steps must be non-negative, got {steps}")
+    any_complex = isinstance(start, complex) or isinstance(end, complex)
+    dt = _dt(dtype, P.default_complex_dtype() if any_complex else P.get_default_dtype())
+    check(dt in _RANGE_DTYPES or dt.kind == T.KIND_COMPLEX, lambda: f'"linspace_cpu" not implemented for {dt.name}',
+          NotImplementedError)
+    dev = as_device(device)
     if steps == 0:
-        vals = np.zeros(0)
-    elif steps == 1:
-        vals = np.array([float(start)])
-    else:
-        step = (float(end) - float(start)) / (steps - 1)
-        i = np.arange(steps, dtype=np.float64)
+        return new_empty((0,), dt, dev)
+    if steps == 1:
+        return full((1,), start, dtype=dt, device=dev)
+    if dt.kind == T.KIND_COMPLEX:
+        part = dt.to_real()
+        cs, ce = complex(start), complex(end)
+        re = _linspace_float(cs.real, ce.real, steps, part)
+        im = _linspace_float(cs.imag, ce.imag, steps, part)
+        return from_host_array((re + 1j * im.astype(dt.numpy)).astype(dt.numpy), dt, dev)
+    check(not any_complex, lambda: f"linspace: complex bounds need a complex dtype, got {dt.name}")
+    if dt.kind in (T.KIND_INT, T.KIND_UINT):
+        s = int(checked_scalar(start, dt, "linspace"))
+        e = int(checked_scalar(end, dt, "linspace"))
+        step = (float(e) - float(s)) / (steps - 1)
         half = steps // 2
-        vals = np.where(i < half, float(start) + step * i, float(end) - step * (steps - 1 - i))
-    return from_host_array(cast_array(vals, T.float64, dt), dt, as_device(device))
+        i = np.arange(steps, dtype=np.int64)
+        vals = np.concatenate([_fma(step, i[:half].astype(np.float64), float(s), np.float64),
+                               _fma(-step, (steps - 1 - i[half:]).astype(np.float64), float(e), np.float64)])
+        return from_host_array(np.trunc(vals).astype(np.int64).astype(dt.numpy), dt, dev)
+    return from_host_array(_linspace_float(float(start), float(end), steps, dt), dt, dev)
+
+
+def _num_or_complex(x, name: str):
+    if isinstance(x, Tensor):
+        x = x.item()
+    if isinstance(x, np.generic):
+        x = x.item()
+    check(isinstance(x, (bool, int, float, complex)), lambda: f"linspace(): argument '{name}' must be Number, not "
+          f"{type(x).__name__}", TypeError)
+    return x
+
+
+def _linspace_float(start: float, end: float, steps: int, dt: DType) -> np.ndarray:
+    """ATen's linspace formula evaluated in ``dt``'s own arithmetic (NumPy float16 and ml_dtypes bfloat16 round
+    each operation's float32 result once, as ``c10::Half``/``c10::BFloat16`` do)."""
+    t = dt.numpy.type
+    s, e = _as(start, dt), _as(end, dt)
+    i = np.arange(steps, dtype=np.int64)
+    half = steps // 2
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        step = t(t(e - s) / _as(steps - 1, dt))
+        if dt in (T.float32, T.float64):  # `start + step * i` contracts to an FMA in ATen's compiled kernel
+            lo = _fma(step, i[:half].astype(dt.numpy), s, dt.numpy)
+            hi = _fma(-step, (steps - 1 - i[half:]).astype(dt.numpy), e, dt.numpy)
+        else:  # c10::Half / c10::BFloat16 round after every operator, so no contraction
+            lo = np.array(s, dtype=dt.numpy) + np.array(step, dtype=dt.numpy) * i[:half].astype(dt.numpy)
+            hi = np.array(e, dtype=dt.numpy) - np.array(step, dtype=dt.numpy) * (steps - 1 - i[half:]).astype(dt.numpy)
+    return np.concatenate([lo.astype(dt.numpy), hi.astype(dt.numpy)])
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None) -> Tensor:
-    """An ``n x m`` tensor with ones on the diagonal (``m`` defaults to ``n``).
+    """An ``n x m`` tensor with ones on the diagonal and zeros elsewhere (``m`` defaults to ``n``).
 
     Raises:
-        RuntimeError: a negative size.
+        RuntimeError: a negative size. TypeError: a non-integer size.
     """
-    m = n if m is None else m
+    from ..shapes import index_arg
+    n = index_arg(n, fn="eye", arg="n")
+    m = n if m is None else index_arg(m, fn="eye", arg="m")
     check(n >= 0, lambda: f"eye: n must be greater or equal to 0, got {n}")
     check(m >= 0, lambda: f"eye: m must be greater or equal to 0, got {m}")
     dt = _dt(dtype, P.get_default_dtype())
