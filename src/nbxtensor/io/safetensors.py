@@ -100,8 +100,10 @@ def load_file(filename: str | os.PathLike, device: str | Device | int = "cpu", *
     Args:
         filename: the file.
         device: where the tensors go (``"cpu"``, ``"cuda"``, ``"cuda:1"``, an index).
-        mmap: on the CPU, map the file and wrap it without copying (default); ``False`` reads every byte now
-            into ordinary memory (through the same streamed pipeline as a GPU load). Ignored for other devices.
+        mmap: on the CPU, map the file copy-on-write and wrap it without copying (default): the tensors are
+            writable and writes never reach the file (read-only tensors only where the system refuses a
+            copy-on-write mapping; see the module docstring). ``False`` reads every byte now into ordinary
+            memory (through the same streamed pipeline as a GPU load). Ignored for other devices.
         progress: show a progress bar (tqdm if importable, else a stderr line): ``None`` shows it for loads of at
             least 256 MiB when stderr is a TTY; ``True`` always; ``False`` never.
         verbose: print ``loaded N tensors, X GB in Y s (Z GB/s)`` to stderr when done.
