@@ -17,6 +17,10 @@ from .tensor.dlpack import from_dlpack
 from .shapes import broadcast_shapes
 from . import ops
 from . import nn
+
+# Operators generated from the op table (nbx.add, nbx.exp, ...); explicit definitions above take precedence.
+for _name, _fn in ops.dispatch.exports("torch").items():
+    globals().setdefault(_name, _fn)
 from . import cuda
 from . import io
 from .io import load_file, safe_open, save_file

@@ -2,3 +2,8 @@
 
 Operator families register their functional forms here (activations, norms, attention ...).
 """
+
+from ..ops import dispatch as _dispatch
+
+# Functional forms generated from the op table (relu, gelu, softplus, ...).
+globals().update(_dispatch.exports("functional"))

@@ -2,5 +2,13 @@
 
 from . import registry
 from . import copy as _copy  # noqa: F401  (installs copy_/fill_ into Tensor)
+from . import dispatch
+from . import elementwise as _elementwise  # noqa: F401
+from . import activation as _activation  # noqa: F401
+from . import cast as _cast  # noqa: F401  (Triton copy_/fill_ kernels)
 
-__all__ = ["registry"]
+# Generate nbx.*, nn.functional.*, Tensor methods and operators from every record with a schema; families
+# imported above register first (keep this line last).
+dispatch.install_all()
+
+__all__ = ["registry", "dispatch"]

@@ -29,15 +29,17 @@ Record fields read here (``rec.extra``):
 
 ======================  ==================================================================================
 ``schema``              the signature string (required for :func:`install`)
-``promotion``           promotion kind (pointwise ops)
+``promotion``           promotion kind (pointwise ops), or ``f(args) -> kind`` where it depends on an argument
 ``promote``             names of the operands that take part in promotion (default: every tensor argument)
-``dtypes``              dtypes the op is implemented for, checked on the promoted common dtype
+``dtypes``              dtypes the op is implemented for, checked on the promoted common dtype (or
+                        ``f(args) -> set``)
 ``driver``              ``driver(rec, args: dict, *, out, inplace) -> Tensor`` (default :func:`pointwise`)
 ``prepare``             ``prepare(args: dict, prom) -> dict`` of kernel parameters; raises on bad values
 ``method`` / ``inplace``  install ``Tensor.<name>`` / ``Tensor.<name>_`` (defaults True / False)
 ``dunders``             ``{"__add__": "fwd", "__radd__": "rev", "__iadd__": "inplace"}``
 ``namespaces``          where the function is exported: ``("torch",)`` (default) or ``("functional",)``
 ``aliases``             other public names of the same function (``"true_divide"`` for ``div``)
+``public_schema``       the user-facing signature when it differs from the operand schema (``glu``)
 ======================  ==================================================================================
 """
 
@@ -88,7 +90,8 @@ class Arg:
 
 @dataclass(frozen=True)
 class Schema:
-    """A parsed signature. ``operands`` are the tensor-typed arguments, ``params`` the others (``out`` aside)."""
+    """A parsed signature. ``operands`` are the tensor-typed arguments, ``params`` the others (``out`` and
+    nn.functional's ``inplace`` flag aside: the generated function handles those)."""
 
     name: str
     args: tuple[Arg, ...]
@@ -99,7 +102,7 @@ class Schema:
 
     @property
     def params(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.args if not a.is_operand and a.name != "out")
+        return tuple(a.name for a in self.args if not a.is_operand and a.name not in ("out", "inplace"))
 
     @property
     def has_out(self) -> bool:
@@ -163,6 +166,8 @@ def _check_type(fn: str, a: Arg, pos: int, v):
             return T.dtype_from(v, arg=a.name)
         if t == "int[]" and isinstance(v, (int, tuple, list)) and not isinstance(v, bool):
             return v
+        if t == "Tensor[]" and isinstance(v, (tuple, list)) and all(isinstance(e, Tensor) for e in v):
+            return tuple(v)  # out=(values, indices) of multi-output ops
     fail(f"{fn}(): argument '{a.name}' (position {pos + 1}) must be {' or '.join(a.types)}, not "
          f"{type(v).__name__}", TypeError)
 
@@ -281,17 +286,17 @@ _TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short
                 "float8_e5m2": "Float8_e5m2", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
-def check_dtype(rec, d: DType, fn: str) -> None:
-    """Refuse a dtype outside ``rec.extra["dtypes"]`` (PyTorch: '"add_cpu" not implemented for 'Bool'').
+def check_dtype(allowed, d: DType, fn: str) -> None:
+    """Refuse a dtype outside ``allowed`` (a record's ``extra["dtypes"]``; ``None`` allows all), as PyTorch's
+    '"add_cpu" not implemented for 'Bool''.
 
     Raises:
-        RuntimeError: naming the op, the dtype and the supported ones.
+        NotImplementedError: naming the op, the dtype (PyTorch's spelling and ours) and the supported ones.
     """
-    allowed = rec.extra.get("dtypes")
     if allowed is None or d in allowed:
         return
     fail(f"{fn}: not implemented for '{torch_dtype_name(d)}' ({d.name}); supported dtypes: "
-         f"{sorted(x.name for x in allowed)}")
+         f"{sorted(x.name for x in allowed)}", NotImplementedError)
 
 
 def is_scalar(x) -> bool:
@@ -481,8 +486,10 @@ def pointwise(rec, args: dict, *, out: Tensor | None = None, inplace: Tensor | N
     args = dict(args)
     args.update(zip(names, vals))
     pnames = rec.extra.get("promote", names)
-    prom = promote(rec.extra.get("promotion", "default"), *[args[n] for n in pnames if args[n] is not None], fn=fn)
-    check_dtype(rec, prom.common, fn)
+    kind = rec.extra.get("promotion", "default")
+    prom = promote(kind(args) if callable(kind) else kind, *[args[n] for n in pnames if args[n] is not None], fn=fn)
+    allowed = rec.extra.get("dtypes")
+    check_dtype(allowed(args) if callable(allowed) else allowed, prom.common, fn)
     prepare = rec.extra.get("prepare")
     params = prepare(args, prom) if prepare else {n: args[n] for n in sch.params}
     tensors = [args[n] for n in names if isinstance(args[n], Tensor)]
@@ -511,34 +518,44 @@ def pointwise(rec, args: dict, *, out: Tensor | None = None, inplace: Tensor | N
 # ---------------------------------------------------------------------------------------------------------
 # Generated public surface
 # ---------------------------------------------------------------------------------------------------------
-_EXPORTS: dict[str, dict[str, Callable]] = {"torch": {}, "functional": {}}
+_EXPORTS: dict[str, dict[str, Callable]] = {"torch": {}, "functional": {}, "linalg": {}}
 
 
 def _driver(rec) -> Callable:
     return rec.extra.get("driver", pointwise)
 
 
+def _public_schema(rec) -> Schema:
+    return rec.extra["public_schema_obj"]
+
+
 def _make_function(rec) -> Callable:
-    sch: Schema = rec.extra["schema_obj"]
+    sch: Schema = _public_schema(rec)
     drive = _driver(rec)
+
+    inplace_flag = any(a.name == "inplace" for a in sch.args)  # nn.functional's relu(input, inplace=False)
 
     def function(*args, **kwargs):
         a = sch.bind(args, kwargs, fn=rec.name)
         o = a.pop("out", None) if sch.has_out else None
+        if inplace_flag and a.pop("inplace"):
+            return drive(rec, a, out=None, inplace=a[sch.operands[0]])
         return drive(rec, a, out=o)
 
     function.__name__ = function.__qualname__ = rec.name
-    function.__doc__ = rec.extra.get("doc") or f"``{rec.extra['schema']}`` (PyTorch's ``{rec.name}``)."
+    function.__doc__ = rec.extra.get("doc") or (f"``{rec.extra.get('public_schema', rec.extra['schema'])}``: "
+                                                 f"PyTorch's ``{rec.name}`` (generated from the op table).")
     return function
 
 
 def _make_inplace(rec) -> Callable:
-    sch: Schema = rec.extra["schema_obj"]
+    sch: Schema = _public_schema(rec)
     drive = _driver(rec)
 
     def method(self, *args, **kwargs):
         a = sch.bind((self,) + args, kwargs, fn=rec.name + "_")
         check(a.pop("out", None) is None, lambda: f"{rec.name}_(): an in-place form takes no out=", TypeError)
+        a.pop("inplace", None)
         return drive(rec, a, out=None, inplace=self)
 
     method.__name__ = method.__qualname__ = rec.name + "_"
@@ -588,7 +605,8 @@ def _plain(v):
 
 
 def _defaults(sch: Schema) -> dict:
-    return {a.name: (None if a.default is _REQUIRED else a.default) for a in sch.args if a.name != "out"}
+    return {a.name: (None if a.default is _REQUIRED else a.default) for a in sch.args
+            if a.name not in ("out", "inplace")}
 
 
 def install(rec) -> None:
@@ -600,6 +618,7 @@ def install(rec) -> None:
     """
     check("schema" in rec.extra, lambda: f"install: op {rec.name} has no schema", ValueError)
     rec.extra.setdefault("schema_obj", parse_schema(rec.extra["schema"]))
+    rec.extra.setdefault("public_schema_obj", parse_schema(rec.extra.get("public_schema", rec.extra["schema"])))
     fn = _make_function(rec)
     rec.extra["function"] = fn
     for ns in rec.extra.get("namespaces", ("torch",)):

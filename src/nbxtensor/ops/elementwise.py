@@ -1,0 +1,1583 @@
+"""Elementwise operators: unary math, binary arithmetic, bitwise and logical ops, comparisons and the ternary
+ops (``where``, ``lerp``, ``addcmul``, ``addcdiv``, ``clamp``, ``masked_fill``), with PyTorch's names,
+arguments, promotion and errors.
+
+Each op is one record (:func:`.pointwise.declare`) holding: the schema (which generates ``nbx.<op>``,
+``Tensor.<op>``, ``Tensor.<op>_`` and the operators ``+ - * / // % ** & | ^ ~ << >> < <= == != >= >``,
+reflected and in-place, through :mod:`.dispatch`), the promotion kind, the dtypes PyTorch 2.13 implements the
+op for (measured on CPU), a scalar ``@jit`` body (the Triton kernel comes from :mod:`.pointwise`), a NumPy
+function (the ``cpu`` implementation), a float64 oracle written independently of the NumPy function, the
+cost, the input domain the tests draw from, and error inputs as data.
+
+Numerics: float16, bfloat16 and float8 compute in float32 and round once. Transcendentals use libdevice on
+the GPU (accurate to a few ulp; correctly rounded division and square root), NumPy on the ``cpu`` device.
+Formulas follow ATen's CPU kernels where PyTorch defines edge cases (sources in each docstring).
+
+Integer division by zero (``floor_divide``, ``remainder``, ``fmod``, ``div`` with a rounding mode): the
+``cpu`` device raises ``RuntimeError("ZeroDivisionError")`` as PyTorch's CPU does; Triton kernels cannot
+raise and give -1 for the quotient and the dividend for the remainder (PyTorch's CUDA result is unspecified).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._errors import check, fail
+from ..dtypes import table as T
+from ..dtypes.promotion import get_default_dtype
+from ..runtime.triton_compat import jit, tl
+from ..tensor.core import Tensor
+from . import triton_helpers as H
+from .pointwise import declare, launch_pointwise
+from .triton_helpers import libdevice
+
+__all__ = ["ALL", "STD", "FLOATS", "INTS", "FP8", "NO_FP8", "INT_LIKE"]
+
+# ---------------------------------------------------------------------------------------------------------
+# Dtype sets (PyTorch 2.13 CPU support, measured; complex dtypes have no kernels here)
+# ---------------------------------------------------------------------------------------------------------
+FLOATS = frozenset({T.float16, T.bfloat16, T.float32, T.float64})
+INTS = frozenset({T.uint8, T.int8, T.int16, T.int32, T.int64})
+BARE_U = frozenset({T.uint16, T.uint32, T.uint64})
+FP8 = frozenset({T.float8_e4m3fn, T.float8_e5m2})
+STD = frozenset({T.bool_}) | INTS | FLOATS
+ALL = STD | BARE_U | FP8
+NO_FP8 = ALL - FP8
+INT_LIKE = frozenset({T.bool_}) | INTS | BARE_U
+NUM = INTS | FLOATS
+
+_FAM = "elementwise"
+_INF = float("inf")
+
+
+def _is_float(prom) -> bool:
+    return prom.compute.kind == T.KIND_FLOAT
+
+
+def _np_zero_div_check(b) -> None:
+    check(not np.any(np.asarray(b) == 0), "ZeroDivisionError")
+
+
+# =========================================================================================================
+# Unary
+# =========================================================================================================
+def _unary(name, body, cpu, oracle, *, promotion="default", dtypes=NO_FP8, domain="any", flops=1, dunders=None,
+           aliases=(), errors=(), tol=None, **kw):
+    declare(name, f"{name}(Tensor input, *, Tensor? out=None)", family=_FAM, body=body, cpu=cpu, oracle=oracle,
+            promotion=promotion, dtypes=dtypes, domain=domain, flops=flops, dunders=dunders or {}, inplace=True,
+            aliases=aliases, errors=list(errors), tolerance=tol, **kw)
+
+
+@jit
+def _abs_b(x, p0, p1, p2):
+    if x.dtype.is_int_unsigned():
+        r = x
+    else:
+        r = tl.where(x < 0, -x, x)
+        if x.dtype.is_floating():
+            r = tl.abs(x)
+    return r
+
+
+_unary("abs", _abs_b, np.abs, lambda x: np.abs(x), dtypes=INTS | FLOATS | FP8, dunders={"__abs__": "unary"},
+       aliases=("absolute",))
+
+
+@jit
+def _neg_b(x, p0, p1, p2):
+    return -x
+
+
+_BOOL_NEG = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+             "use the `~` or `logical_not()` operator instead.")
+
+
+def _neg_prepare(a, prom):
+    check(prom.common is not T.bool_, _BOOL_NEG)
+    return {}
+
+
+_unary("neg", _neg_b, np.negative, lambda x: -x, dtypes=STD, dunders={"__neg__": "unary"}, aliases=("negative",),
+       prepare=_neg_prepare, errors=[(lambda nbx: (nbx.tensor([True]),), {}, RuntimeError, "Negation")])
+
+
+@jit
+def _sign_b(x, p0, p1, p2):
+    if x.dtype == tl.int1:
+        r = x
+    else:
+        # (0 < x) - (x < 0): NaN -> 0, as ATen's sign kernel
+        r = tl.where(x > 0, 1, tl.where(x < 0, -1, 0)).to(x.dtype)
+    return r
+
+
+def _np_sign(x):
+    if x.dtype == np.bool_:
+        return x.copy()
+    return ((x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)).astype(x.dtype) if x.dtype.kind != "u" else \
+        (x > 0).astype(x.dtype)
+
+
+def _or_sign(x):
+    x = np.asarray(x)
+    if x.dtype == np.bool_:
+        return x
+    return np.where(x > 0, 1, np.where(x < 0, -1, 0)).astype(np.float64 if x.dtype.kind == "f" else x.dtype)
+
+
+_unary("sign", _sign_b, _np_sign, _or_sign, dtypes=STD)
+_unary("sgn", _sign_b, _np_sign, _or_sign, dtypes=STD)
+
+
+def _float_unary(name, body, cpu, oracle, domain="any", flops=4, tol=None, aliases=()):
+    _unary(name, body, cpu, oracle, promotion="int_to_float", dtypes=NO_FP8, domain=domain, flops=flops, tol=tol,
+           aliases=aliases)
+
+
+@jit
+def _exp_b(x, p0, p1, p2):
+    return libdevice.exp(x)
+
+
+@jit
+def _exp2_b(x, p0, p1, p2):
+    return libdevice.exp2(x)
+
+
+@jit
+def _expm1_b(x, p0, p1, p2):
+    return libdevice.expm1(x)
+
+
+@jit
+def _log_b(x, p0, p1, p2):
+    return libdevice.log(x)
+
+
+@jit
+def _log2_b(x, p0, p1, p2):
+    return libdevice.log2(x)
+
+
+@jit
+def _log10_b(x, p0, p1, p2):
+    return libdevice.log10(x)
+
+
+@jit
+def _log1p_b(x, p0, p1, p2):
+    return libdevice.log1p(x)
+
+
+@jit
+def _sqrt_b(x, p0, p1, p2):
+    return tl.sqrt_rn(x)  # correctly rounded (tl.sqrt is an approximation on the GPU)
+
+
+@jit
+def _rsqrt_b(x, p0, p1, p2):
+    return 1.0 / tl.sqrt_rn(x)
+
+
+@jit
+def _recip_b(x, p0, p1, p2):
+    return tl.div_rn(tl.full(x.shape, 1.0, x.dtype), x)
+
+
+@jit
+def _sin_b(x, p0, p1, p2):
+    return libdevice.sin(x)
+
+
+@jit
+def _cos_b(x, p0, p1, p2):
+    return libdevice.cos(x)
+
+
+@jit
+def _tan_b(x, p0, p1, p2):
+    return libdevice.tan(x)
+
+
+@jit
+def _asin_b(x, p0, p1, p2):
+    return libdevice.asin(x)
+
+
+@jit
+def _acos_b(x, p0, p1, p2):
+    return libdevice.acos(x)
+
+
+@jit
+def _atan_b(x, p0, p1, p2):
+    return libdevice.atan(x)
+
+
+@jit
+def _sinh_b(x, p0, p1, p2):
+    return libdevice.sinh(x)
+
+
+@jit
+def _cosh_b(x, p0, p1, p2):
+    return libdevice.cosh(x)
+
+
+@jit
+def _tanh_b(x, p0, p1, p2):
+    return libdevice.tanh(x)
+
+
+@jit
+def _asinh_b(x, p0, p1, p2):
+    return libdevice.asinh(x)
+
+
+@jit
+def _acosh_b(x, p0, p1, p2):
+    return libdevice.acosh(x)
+
+
+@jit
+def _atanh_b(x, p0, p1, p2):
+    return libdevice.atanh(x)
+
+
+@jit
+def _erf_b(x, p0, p1, p2):
+    return libdevice.erf(x)
+
+
+@jit
+def _erfc_b(x, p0, p1, p2):
+    return libdevice.erfc(x)
+
+
+@jit
+def _erfinv_b(x, p0, p1, p2):
+    return libdevice.erfinv(x)
+
+
+_erf_np = np.frompyfunc(math.erf, 1, 1)
+_erfc_np = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _np_erf(x):
+    return _erf_np(x.astype(np.float64)).astype(np.float64).astype(x.dtype)
+
+
+def _np_erfc(x):
+    return _erfc_np(x.astype(np.float64)).astype(np.float64).astype(x.dtype)
+
+
+def _np_erfinv(x):
+    return H._erfinv64(x).astype(x.dtype)
+
+
+def _or_erf(x):
+    # Oracle: Maclaurin series for |x| < 2.5, Laplace continued fraction of erfc beyond (A&S 7.1.5, 7.1.14).
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    small = np.abs(x) < 2.5
+    xs = x[small]
+    term = xs.copy()
+    s = xs.copy()
+    for n in range(1, 80):
+        term = term * (-xs * xs) / n
+        s = s + term / (2 * n + 1)
+    out[small] = 2.0 / math.sqrt(math.pi) * s
+    out[~small] = np.sign(x[~small]) * (1.0 - _or_erfc_cf(np.abs(x[~small])))
+    out[np.isnan(x)] = np.nan
+    return out
+
+
+def _or_erfc_cf(z):
+    # erfc(z) = exp(-z^2)/sqrt(pi) * 1/(z + 1/2/(z + 1/(z + 3/2/(z + ...)))) for z >= 2.5, evaluated bottom-up
+    f = z.copy()
+    for k in range(60, 0, -1):
+        f = z + (k / 2.0) / f
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(np.isinf(z), 0.0, np.exp(-z * z) / math.sqrt(math.pi) / f)
+
+
+def _or_erfc(x):
+    x = np.asarray(x, dtype=np.float64)
+    big = x >= 2.5
+    out = 1.0 - _or_erf(x)
+    out[big] = _or_erfc_cf(x[big])
+    return out
+
+
+def _or_erfinv(y):
+    # Oracle: bisection on the oracle's erf (independent of the Newton iteration the cpu implementation uses).
+    y = np.asarray(y, dtype=np.float64)
+    lo = np.full(y.shape, -6.0)
+    hi = np.full(y.shape, 6.0)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        up = _or_erf(mid) < y
+        lo = np.where(up, mid, lo)
+        hi = np.where(up, hi, mid)
+    r = (lo + hi) / 2
+    r = np.where(y == 1, np.inf, np.where(y == -1, -np.inf, r))
+    return np.where((np.abs(y) > 1) | np.isnan(y), np.nan, r)
+
+
+def _or_f(f):
+    def o(x):
+        with np.errstate(all="ignore"):
+            return f(np.asarray(x, dtype=np.float64))
+    return o
+
+
+_float_unary("exp", _exp_b, np.exp, _or_f(lambda x: np.power(np.e, x)), domain="small")
+_float_unary("exp2", _exp2_b, np.exp2, _or_f(lambda x: np.power(2.0, x)), domain="small")
+_float_unary("expm1", _expm1_b, np.expm1, _or_f(lambda x: np.where(np.abs(x) < 1e-5, x + x * x / 2 + x ** 3 / 6,
+                                                                    np.exp(x) - 1)), domain="small")
+_float_unary("log", _log_b, np.log, _or_f(lambda x: np.log2(x) * np.log(2.0)), domain="positive")
+_float_unary("log2", _log2_b, np.log2, _or_f(lambda x: np.log(x) / np.log(2.0)), domain="positive")
+_float_unary("log10", _log10_b, np.log10, _or_f(lambda x: np.log(x) / np.log(10.0)), domain="positive")
+_float_unary("log1p", _log1p_b, np.log1p,
+             _or_f(lambda x: np.where(np.abs(x) < 1e-4, x - x * x / 2 + x ** 3 / 3, np.log(1 + x))), domain="gt-1")
+_float_unary("sqrt", _sqrt_b, np.sqrt, _or_f(lambda x: np.power(x, 0.5)), domain="positive")
+_float_unary("rsqrt", _rsqrt_b, lambda x: 1 / np.sqrt(x), _or_f(lambda x: np.power(x, -0.5)), domain="positive")
+_float_unary("reciprocal", _recip_b, np.reciprocal, _or_f(lambda x: 1.0 / x), domain="nonzero")
+_float_unary("sin", _sin_b, np.sin, _or_f(np.sin))
+_float_unary("cos", _cos_b, np.cos, _or_f(np.cos))
+_float_unary("tan", _tan_b, np.tan, _or_f(lambda x: np.sin(x) / np.cos(x)))
+_float_unary("asin", _asin_b, np.arcsin, _or_f(lambda x: np.arctan2(x, np.sqrt(1 - x * x))), domain="unit",
+             aliases=("arcsin",))
+_float_unary("acos", _acos_b, np.arccos, _or_f(lambda x: np.arctan2(np.sqrt(1 - x * x), x)), domain="unit",
+             aliases=("arccos",))
+_float_unary("atan", _atan_b, np.arctan, _or_f(lambda x: np.arctan2(x, 1.0)), aliases=("arctan",))
+_float_unary("sinh", _sinh_b, np.sinh, _or_f(lambda x: (np.exp(x) - np.exp(-x)) / 2), domain="small")
+_float_unary("cosh", _cosh_b, np.cosh, _or_f(lambda x: (np.exp(x) + np.exp(-x)) / 2), domain="small")
+_float_unary("tanh", _tanh_b, np.tanh, _or_f(np.tanh))
+_float_unary("asinh", _asinh_b, np.arcsinh, _or_f(lambda x: np.sign(x) * np.log(np.abs(x) + np.sqrt(x * x + 1))),
+             aliases=("arcsinh",))
+_float_unary("acosh", _acosh_b, np.arccosh, _or_f(lambda x: np.log(x + np.sqrt(x * x - 1))), domain="ge1",
+             aliases=("arccosh",))
+_float_unary("atanh", _atanh_b, np.arctanh, _or_f(lambda x: 0.5 * np.log((1 + x) / (1 - x))), domain="unit",
+             aliases=("arctanh",))
+_float_unary("erf", _erf_b, _np_erf, _or_erf)
+_float_unary("erfc", _erfc_b, _np_erfc, _or_erfc)
+_float_unary("erfinv", _erfinv_b, _np_erfinv, _or_erfinv, domain="unit")
+
+
+@jit
+def _square_b(x, p0, p1, p2):
+    return x * x
+
+
+_unary("square", _square_b, np.square, lambda x: np.asarray(x) * np.asarray(x), promotion="bool_to_long",
+       dtypes=STD, domain="small")
+
+
+@jit
+def _floor_b(x, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = tl.floor(x)
+    else:
+        r = x
+    return r
+
+
+@jit
+def _ceil_b(x, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = tl.ceil(x)
+    else:
+        r = x
+    return r
+
+
+@jit
+def _trunc_b(x, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = libdevice.trunc(x)
+    else:
+        r = x
+    return r
+
+
+@jit
+def _round_b(x, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = libdevice.rint(x)
+    else:
+        r = x
+    return r
+
+
+@jit
+def _round_dec_b(x, p0, p1, p2):
+    # ATen's round with decimals: p0 = 10**|decimals|; p1 = 1 when decimals > 0 (scale up, round, scale down)
+    up = tl.div_rn(libdevice.rint(x * p0), p0)
+    down = libdevice.rint(tl.div_rn(x, p0)) * p0
+    return tl.where(p1 != 0, up, down)
+
+
+def _np_round(x, decimals=0):
+    if x.dtype.kind != "f":
+        return x.copy()
+    if decimals == 0:
+        return np.rint(x)
+    ten = x.dtype.type(10.0 ** abs(decimals))
+    return np.rint(x * ten) / ten if decimals > 0 else np.rint(x / ten) * ten
+
+
+def _or_round(x, decimals=0):
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        return x
+    # Oracle: half-to-even by floor and parity, independent of np.rint.
+    def rne(v):
+        f = np.floor(v)
+        d = v - f
+        odd = np.mod(f, 2) != 0
+        return np.where(d > 0.5, f + 1, np.where(d < 0.5, f, np.where(odd, f + 1, f)))
+    with np.errstate(all="ignore"):
+        if decimals == 0:
+            r = rne(x)
+        else:
+            ten = 10.0 ** abs(decimals)
+            r = rne(x * ten) / ten if decimals > 0 else rne(x / ten) * ten
+        return np.where(np.isfinite(x), r, x)
+
+
+def _round_prepare(a, prom):
+    d = a["decimals"]
+    if d != 0:
+        check(prom.common.kind == T.KIND_FLOAT, lambda: f'round: "round_cpu" not implemented for '
+              f"'{prom.common.name}' with decimals={d} (integer inputs take decimals=0 only)", NotImplementedError)
+    return {"decimals": d, "ten": 10.0 ** abs(d), "up": 1 if d > 0 else 0}
+
+
+def _round_triton(out, inputs, prom, prm):
+    if prm["decimals"] == 0:
+        launch_pointwise(_round_b, out, inputs, prom.compute)
+    else:
+        launch_pointwise(_round_dec_b, out, inputs, prom.compute, [prm["ten"], prm["up"]])
+
+
+_unary("floor", _floor_b, lambda x: np.floor(x) if x.dtype.kind == "f" else x.copy(),
+       lambda x: np.floor(x) if np.asarray(x).dtype.kind == "f" else x, dtypes=NUM | BARE_U, domain="wide")
+_unary("ceil", _ceil_b, lambda x: np.ceil(x) if x.dtype.kind == "f" else x.copy(),
+       lambda x: -np.floor(-np.asarray(x)) if np.asarray(x).dtype.kind == "f" else x, dtypes=NUM | BARE_U,
+       domain="wide")
+_unary("trunc", _trunc_b, lambda x: np.trunc(x) if x.dtype.kind == "f" else x.copy(),
+       lambda x: np.sign(x) * np.floor(np.abs(x)) if np.asarray(x).dtype.kind == "f" else x, dtypes=NUM | BARE_U,
+       domain="wide", aliases=("fix",))
+
+declare("round", "round(Tensor input, *, int decimals=0, Tensor? out=None)", family=_FAM, cpu=lambda x, decimals=0,
+        ten=1.0, up=0: _np_round(x, decimals), oracle=lambda x, decimals=0, ten=1.0, up=0: _or_round(x, decimals),
+        triton=_round_triton, promotion="default", dtypes=NUM | BARE_U, domain="wide", inplace=True,
+        prepare=_round_prepare, errors=[(lambda nbx: (nbx.tensor([15]),), {"decimals": -1}, NotImplementedError,
+                                        "round")], param_cases=[{"decimals": 0}, {"decimals": 2}, {"decimals": -1}])
+
+
+@jit
+def _frac_b(x, p0, p1, p2):
+    return x - libdevice.trunc(x)
+
+
+_unary("frac", _frac_b, lambda x: x - np.trunc(x), lambda x: np.fmod(x, 1.0), dtypes=FLOATS, domain="wide")
+
+
+# --- predicates -------------------------------------------------------------------------------------------
+def _pred(name, body, cpu, oracle, dtypes=NO_FP8):
+    no_out = name in ("isnan", "isinf", "isfinite")  # PyTorch has no out= for these three
+    declare(name, f"{name}(Tensor input)" if no_out else f"{name}(Tensor input, *, Tensor? out=None)", family=_FAM, body=body, cpu=cpu, oracle=oracle, promotion="always_bool",
+            dtypes=dtypes, domain="special", inplace=False)
+
+
+@jit
+def _isnan_b(x, p0, p1, p2):
+    return x != x
+
+
+@jit
+def _isinf_b(x, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = (x == float("inf")) | (x == float("-inf"))
+    else:
+        r = x != x
+    return r
+
+
+@jit
+def _isfinite_b(x, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = (x == x) & (x != float("inf")) & (x != float("-inf"))
+    else:
+        r = x == x
+    return r
+
+
+@jit
+def _isposinf_b(x, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = x == float("inf")
+    else:
+        r = x != x
+    return r
+
+
+@jit
+def _isneginf_b(x, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = x == float("-inf")
+    else:
+        r = x != x
+    return r
+
+
+@jit
+def _signbit_b(x, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = H.signbit(x)
+    elif x.dtype == tl.int1 or x.dtype.is_int_unsigned():
+        r = x != x
+    else:
+        r = x < 0
+    return r
+
+
+def _fl(x):
+    return np.asarray(x).dtype.kind == "f"
+
+
+_pred("isnan", _isnan_b, np.isnan, lambda x: np.asarray(x) != np.asarray(x), dtypes=ALL)
+_pred("isinf", _isinf_b, np.isinf, lambda x: np.abs(x) == np.inf if _fl(x) else np.zeros(np.shape(x), bool),
+      dtypes=ALL - {T.float8_e4m3fn})
+_pred("isfinite", _isfinite_b, np.isfinite, lambda x: (np.abs(x) < np.inf) if _fl(x) else np.ones(np.shape(x), bool),
+      dtypes=ALL - {T.float8_e4m3fn})
+_pred("isposinf", _isposinf_b, np.isposinf,
+      lambda x: (np.asarray(x) == np.inf) if _fl(x) else np.zeros(np.shape(x), bool))
+_pred("isneginf", _isneginf_b, np.isneginf,
+      lambda x: (np.asarray(x) == -np.inf) if _fl(x) else np.zeros(np.shape(x), bool))
+_pred("signbit", _signbit_b, np.signbit,
+      lambda x: np.copysign(1.0, x) < 0 if _fl(x) else (np.asarray(x) < 0) if np.asarray(x).dtype.kind == "i"
+      else np.zeros(np.shape(x), bool))
+
+
+@jit
+def _nan_to_num_b(x, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = tl.where(x != x, p0, tl.where(x == float("inf"), p1, tl.where(x == float("-inf"), p2, x)))
+    else:
+        r = x
+    return r
+
+
+def _nan_to_num_prepare(a, prom):
+    d = prom.common
+    if d.kind == T.KIND_FLOAT:
+        import ml_dtypes
+        fi = np.finfo(d.numpy) if d.numpy.kind == "f" else ml_dtypes.finfo(d.numpy)
+        big = float(fi.max)
+    else:
+        big = 0.0
+    nan = 0.0 if a["nan"] is None else a["nan"]
+    pos = big if a["posinf"] is None else a["posinf"]
+    neg = -big if a["neginf"] is None else a["neginf"]
+    return {"nan": nan, "posinf": pos, "neginf": neg}
+
+
+def _np_nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0):
+    if x.dtype.kind != "f":
+        return x.copy()
+    return np.where(np.isnan(x), x.dtype.type(nan), np.where(x == np.inf, x.dtype.type(posinf),
+                                                             np.where(x == -np.inf, x.dtype.type(neginf), x)))
+
+
+def _or_nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0):
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        return x
+    out = x.copy()
+    out[x != x] = nan
+    out[x == np.inf] = posinf
+    out[x == -np.inf] = neginf
+    return out
+
+
+declare("nan_to_num", "nan_to_num(Tensor input, float? nan=0.0, float? posinf=None, float? neginf=None, *, "
+        "Tensor? out=None)", family=_FAM, body=_nan_to_num_b, params=("nan", "posinf", "neginf"),
+        cpu=_np_nan_to_num, oracle=_or_nan_to_num, promotion="default", dtypes=NO_FP8, domain="special",
+        inplace=True, prepare=_nan_to_num_prepare, param_cases=[{}, {"nan": 1.5, "posinf": 7.0, "neginf": -3.0}])
+
+
+@jit
+def _logical_not_b(x, p0, p1, p2):
+    return x == 0
+
+
+_unary("logical_not", _logical_not_b, lambda x: x == 0, lambda x: np.logical_not(x), promotion="always_bool",
+       dtypes=STD, domain="special")
+
+
+@jit
+def _bitwise_not_b(x, p0, p1, p2):
+    if x.dtype == tl.int1:
+        r = x == 0
+    else:
+        r = ~x
+    return r
+
+
+_unary("bitwise_not", _bitwise_not_b, np.invert, lambda x: np.invert(np.asarray(x)), dtypes=frozenset({T.bool_}) | INTS,
+       dunders={"__invert__": "unary"})
+
+
+# =========================================================================================================
+# Binary
+# =========================================================================================================
+def _binary(name, body, cpu, oracle, *, other="Tensor|Scalar", input_="Tensor", promotion="default", dtypes=NO_FP8,
+            dunders=None, params_sig="", params=(), domain="any", flops=1, aliases=(), errors=(), tol=None,
+            inplace=True, **kw):
+    sig = f"{name}({input_} input, {other} other{', ' + params_sig if params_sig else ''}, *, Tensor? out=None)"
+    if params_sig.startswith("*"):
+        sig = f"{name}({input_} input, {other} other, {params_sig}, Tensor? out=None)"
+    declare(name, sig, family=_FAM, body=body, cpu=cpu, oracle=oracle, params=params, promotion=promotion,
+            dtypes=dtypes, dunders=dunders or {}, domain=domain, flops=flops, aliases=aliases, errors=list(errors),
+            tolerance=tol, inplace=inplace, **kw)
+
+
+def _alpha_prepare(a, prom, name="add"):
+    alpha = a.get("alpha", 1)
+    if prom.common is T.bool_:
+        check(isinstance(alpha, bool) or alpha in (0, 1), "Boolean alpha only supported for Boolean results.")
+    elif prom.common.kind in (T.KIND_INT, T.KIND_UINT):
+        check(not isinstance(alpha, float), "For integral input tensors, argument alpha must not be a floating point "
+              "number.")
+    if isinstance(alpha, bool) and prom.common is not T.bool_:
+        fail("Boolean alpha only supported for Boolean results.")
+    check(not isinstance(alpha, complex), f"{name}: complex alpha needs complex tensors, which have no kernels here",
+          TypeError)
+    return {"alpha": alpha}
+
+
+@jit
+def _add_b(x, y, alpha, p1, p2):
+    if x.dtype == tl.int1:
+        r = x | (y & alpha)
+    else:
+        r = x + alpha * y
+    return r
+
+
+@jit
+def _sub_b(x, y, alpha, p1, p2):
+    return x - alpha * y
+
+
+@jit
+def _rsub_b(x, y, alpha, p1, p2):
+    return y - alpha * x
+
+
+def _np_add(x, y, alpha=1):
+    if x.dtype == np.bool_:
+        return x | (y & bool(alpha))
+    return x + (y * x.dtype.type(alpha) if alpha != 1 else y)
+
+
+def _or_add(x, y, alpha=1):
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype == np.bool_:
+        return np.logical_or(x, np.logical_and(y, bool(alpha)))
+    return x + alpha * y if x.dtype.kind == "f" else (x.astype(np.int64) + int(alpha) * y.astype(np.int64))
+
+
+_SUB_BOOL2 = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+              "`logical_xor()` operator instead.")
+_SUB_BOOL1 = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
+              "mask, use the `~` or `logical_not()` operator instead.")
+
+
+def _sub_prepare(a, prom):
+    x, y = a["input"], a["other"]
+    xb = isinstance(x, Tensor) and x.dtype is T.bool_ or isinstance(x, bool)
+    yb = isinstance(y, Tensor) and y.dtype is T.bool_ or isinstance(y, bool)
+    check(not (xb and yb), _SUB_BOOL2)
+    check(not (xb or yb), _SUB_BOOL1)
+    return _alpha_prepare(a, prom, "sub")
+
+
+_binary("add", _add_b, _np_add, _or_add, params_sig="*, Scalar alpha=1", params=("alpha",), dtypes=STD,
+        prepare=_alpha_prepare, dunders={"__add__": "fwd", "__radd__": "rev", "__iadd__": "inplace"},
+        param_cases=[{}, {"alpha": 2}],
+        errors=[(lambda nbx: (nbx.tensor([1]), nbx.tensor([1])), {"alpha": 0.5}, RuntimeError, "alpha must not"),
+                (lambda nbx: (nbx.tensor([1.]), nbx.tensor([1.])), {"alpha": True}, RuntimeError, "Boolean alpha"),
+                (lambda nbx: (1, nbx.tensor([1.])), {}, TypeError, "must be Tensor")])
+_binary("sub", _sub_b, lambda x, y, alpha=1: x - (y * x.dtype.type(alpha) if alpha != 1 else y),
+        lambda x, y, alpha=1: _or_add(x, -np.asarray(y) if np.asarray(y).dtype.kind == "f" else
+                                      -np.asarray(y).astype(np.int64), alpha),
+        params_sig="*, Scalar alpha=1", params=("alpha",), dtypes=STD, prepare=_sub_prepare, aliases=("subtract",),
+        dunders={"__sub__": "fwd", "__rsub__": "rev", "__isub__": "inplace"}, param_cases=[{}, {"alpha": 3}],
+        errors=[(lambda nbx: (nbx.tensor([True]), nbx.tensor([True])), {}, RuntimeError, "two bool tensors"),
+                (lambda nbx: (nbx.tensor([True]), 1), {}, RuntimeError, "with a bool tensor")])
+_binary("rsub", _rsub_b, lambda x, y, alpha=1: y - (x * x.dtype.type(alpha) if alpha != 1 else x),
+        lambda x, y, alpha=1: _or_add(y, -np.asarray(x) if np.asarray(x).dtype.kind == "f" else
+                                      -np.asarray(x).astype(np.int64), alpha),
+        params_sig="*, Scalar alpha=1", params=("alpha",), dtypes=STD, prepare=_sub_prepare, inplace=False,
+        method=False, param_cases=[{}, {"alpha": 2}])
+
+
+@jit
+def _mul_b(x, y, p0, p1, p2):
+    if x.dtype == tl.int1:
+        r = x & y
+    else:
+        r = x * y
+    return r
+
+
+_binary("mul", _mul_b, lambda x, y: x & y if x.dtype == np.bool_ else x * y,
+        lambda x, y: np.logical_and(x, y) if np.asarray(x).dtype == np.bool_ else
+        np.asarray(x) * np.asarray(y) if np.asarray(x).dtype.kind == "f" else
+        np.asarray(x).astype(np.int64) * np.asarray(y).astype(np.int64),
+        dtypes=ALL, aliases=("multiply",), dunders={"__mul__": "fwd", "__rmul__": "rev", "__imul__": "inplace"})
+
+
+# --- division -------------------------------------------------------------------------------------------------
+@jit
+def _div_true_b(x, y, p0, p1, p2):
+    return tl.div_rn(x, y)  # IEEE division (Triton's `/` on float32 is a 2-ulp approximation on the GPU)
+
+
+@jit
+def _div_trunc_b(x, y, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = libdevice.trunc(tl.div_rn(x, y))
+    else:
+        ys = tl.where(y == 0, 1, y)
+        r = tl.where(y == 0, -1, x // ys).to(x.dtype)  # C division truncates
+    return r
+
+
+@jit
+def _div_floor_b(x, y, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = H.floordiv_float(x, y)
+    elif x.dtype.is_int_unsigned():
+        ys = tl.where(y == 0, 1, y)
+        r = tl.where(y == 0, -1, x // ys).to(x.dtype)
+    else:
+        r = H.floordiv_int(x, y)
+    return r
+
+
+def _np_div_floor(x, y):
+    if x.dtype.kind in "iu":
+        _np_zero_div_check(y)
+        return np.floor_divide(x, y)
+    # ATen's div_floor_floating
+    mod = np.fmod(x, y)
+    div = (x - mod) / y
+    div = np.where((mod != 0) & ((y < 0) != (mod < 0)), div - 1, div)
+    fl = np.floor(div)
+    fl = np.where(div - fl > 0.5, fl + 1, fl)
+    res = np.where(div != 0, fl, np.copysign(np.zeros_like(div), x / y))
+    return np.where(y == 0, x / y, res).astype(x.dtype)
+
+
+def _np_div_trunc(x, y):
+    if x.dtype.kind in "iu":
+        _np_zero_div_check(y)
+        q = np.abs(x.astype(np.int64)) // np.abs(y.astype(np.int64)) if x.dtype != np.uint64 else x // y
+        return (q * np.sign(x.astype(np.int64)) * np.sign(y.astype(np.int64))).astype(x.dtype) \
+            if x.dtype != np.uint64 else q
+    return np.trunc(x / y)
+
+
+def _or_div_floor(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind in "iu":
+        return np.array([a // b for a, b in zip(x.astype(object).ravel(), y.astype(object).ravel())],
+                        dtype=object).reshape(x.shape).astype(x.dtype) if x.size else x.copy()
+    with np.errstate(all="ignore"):
+        q = x / y
+        r = np.floor(q)
+        # a quotient that rounded up onto an integer: floor of the exact quotient is one less
+        r = np.where(np.isfinite(q) & (r * y != x) & (np.sign(x - r * y) != np.sign(y)) & (x - r * y != 0), r - 1, r)
+        return np.where((y == 0) | ~np.isfinite(q), q, np.where(r == 0, np.copysign(0.0, q), r))
+
+
+def _or_div_trunc(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind in "iu":
+        return np.array([int(a / b) if abs(a) < 2 ** 52 else abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+                         for a, b in zip(x.astype(object).ravel(), y.astype(object).ravel())],
+                        dtype=object).reshape(x.shape).astype(x.dtype) if x.size else x.copy()
+    with np.errstate(all="ignore"):
+        return np.trunc(x / y)
+
+
+def _div_prepare(a, prom):
+    rm = a["rounding_mode"]
+    check(rm in (None, "trunc", "floor"), lambda: f"div expected rounding_mode to be one of None, 'trunc', or "
+          f"'floor' but found '{rm}'")
+    return {"rounding_mode": rm}
+
+
+def _div_triton(out, inputs, prom, prm):
+    body = {None: _div_true_b, "trunc": _div_trunc_b, "floor": _div_floor_b}[prm["rounding_mode"]]
+    launch_pointwise(body, out, inputs, prom.compute)
+
+
+def _np_div(x, y, rounding_mode=None):
+    if rounding_mode is None:
+        return x / y
+    return _np_div_trunc(x, y) if rounding_mode == "trunc" else _np_div_floor(x, y)
+
+
+def _or_div(x, y, rounding_mode=None):
+    if rounding_mode is None:
+        with np.errstate(all="ignore"):
+            return np.asarray(x, dtype=np.float64) / np.asarray(y, dtype=np.float64)
+    return _or_div_trunc(x, y) if rounding_mode == "trunc" else _or_div_floor(x, y)
+
+
+declare("div", "div(Tensor input, Tensor|Scalar other, *, str? rounding_mode=None, Tensor? out=None)", family=_FAM,
+        cpu=_np_div, oracle=_or_div, triton=_div_triton, domain="divisor", prepare=_div_prepare,
+        # true division promotes integers to float; with a rounding mode integers stay integers
+        promotion=lambda a: "int_to_float" if a.get("rounding_mode") is None else "default",
+        dtypes=lambda a: NO_FP8 if a.get("rounding_mode") is None else NUM, aliases=("divide", "true_divide"), inplace=True,
+        dunders={"__truediv__": "fwd", "__rtruediv__": "rev", "__itruediv__": "inplace"},
+        param_cases=[{}, {"rounding_mode": "trunc"}, {"rounding_mode": "floor"}],
+        errors=[(lambda nbx: (nbx.tensor([1.]), 2), {"rounding_mode": "x"}, RuntimeError, "rounding_mode"),
+                (lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {"rounding_mode": "floor"}, RuntimeError,
+                 "ZeroDivisionError")], cpu_only_errors=("ZeroDivisionError",))
+
+_binary("floor_divide", _div_floor_b, _np_div_floor, _or_div_floor, dtypes=NUM, domain="divisor",
+        dunders={"__floordiv__": "fwd", "__rfloordiv__": "rev", "__ifloordiv__": "inplace"},
+        errors=[(lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {}, RuntimeError, "ZeroDivisionError")],
+        cpu_only_errors=("ZeroDivisionError",))
+
+
+@jit
+def _remainder_b(x, y, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = H.remainder_float(x, y)
+    elif x.dtype.is_int_unsigned():
+        ys = tl.where(y == 0, 1, y)
+        r = tl.where(y == 0, x, x % ys)
+    else:
+        r = H.remainder_int(x, y)
+    return r
+
+
+@jit
+def _fmod_b(x, y, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = libdevice.fmod(x, y)
+    else:
+        ys = tl.where(y == 0, 1, y)
+        r = tl.where(y == 0, x, x % ys)  # C remainder: the sign of the dividend, as fmod
+    return r
+
+
+def _np_remainder(x, y):
+    if x.dtype.kind in "iu":
+        _np_zero_div_check(y)
+        return np.remainder(x, y)
+    mod = np.fmod(x, y)
+    return np.where((mod != 0) & ((y < 0) != (mod < 0)), mod + y, mod).astype(x.dtype)
+
+
+def _np_fmod(x, y):
+    if x.dtype.kind in "iu":
+        _np_zero_div_check(y)
+    return np.fmod(x, y)
+
+
+def _or_remainder(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind in "iu":
+        return np.array([a % b for a, b in zip(x.astype(object).ravel(), y.astype(object).ravel())],
+                        dtype=object).reshape(x.shape).astype(x.dtype) if x.size else x.copy()
+    with np.errstate(all="ignore"):
+        r = x - np.floor(x / y) * y
+        m = np.fmod(x, y)
+        alt = np.where((m != 0) & ((y < 0) != (m < 0)), m + y, m)
+        # x - floor(x/y)*y loses digits for large quotients; use it only as a check of the sign rule
+        return np.where(np.isfinite(r), alt, alt)
+
+
+def _or_fmod(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind in "iu":
+        return np.array([math.fmod(a, b) if abs(a) < 2 ** 52 else (abs(a) % abs(b)) * (1 if a >= 0 else -1)
+                         for a, b in zip(x.astype(object).ravel(), y.astype(object).ravel())],
+                        dtype=object).reshape(x.shape).astype(x.dtype) if x.size else x.copy()
+    with np.errstate(all="ignore"):
+        return np.array([math.fmod(a, b) if b != 0 and math.isfinite(a) else float("nan")
+                         for a, b in zip(x.ravel().tolist(), y.ravel().tolist())]).reshape(x.shape) \
+            if x.size else x.copy()
+
+
+_binary("remainder", _remainder_b, _np_remainder, _or_remainder, input_="Tensor|Scalar", dtypes=NUM,
+        domain="divisor", dunders={"__mod__": "fwd", "__rmod__": "rev", "__imod__": "inplace"},
+        errors=[(lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {}, RuntimeError, "ZeroDivisionError")],
+        cpu_only_errors=("ZeroDivisionError",))
+_binary("fmod", _fmod_b, _np_fmod, _or_fmod, dtypes=NUM, domain="divisor",
+        errors=[(lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {}, RuntimeError, "ZeroDivisionError")],
+        cpu_only_errors=("ZeroDivisionError",))
+
+
+# --- pow ----------------------------------------------------------------------------------------------------
+@jit
+def _ipow(b, e):
+    # Integer power by squaring over the exponent's bits; negative exponents as ATen's powi: 1 ** e = 1,
+    # (-1) ** e = +-1, anything else 0.
+    BITS: tl.constexpr = b.dtype.primitive_bitwidth
+    r = tl.full(b.shape, 1, b.dtype)
+    base = b
+    ee = e
+    for _ in tl.static_range(BITS):
+        r = tl.where((ee & 1) != 0, r * base, r)
+        base = base * base
+        ee = ee >> 1
+    if not b.dtype.is_int_unsigned():
+        neg = tl.where(b == 1, 1, tl.where(b == -1, tl.where((e & 1) != 0, -1, 1), 0)).to(b.dtype)
+        r = tl.where(e < 0, neg, r)
+    return r
+
+
+@jit
+def _pow_b(x, y, p0, p1, p2):
+    if x.dtype.is_floating():
+        r = libdevice.pow(x, y)
+    else:
+        r = _ipow(x, y)
+    return r
+
+
+def _np_pow(x, y):
+    if x.dtype.kind in "iu":
+        e = np.broadcast_to(y, np.broadcast_shapes(np.shape(x), np.shape(y)))
+        xb = np.broadcast_to(x, e.shape)
+        with np.errstate(all="ignore"):
+            pos = np.power(xb, np.where(e < 0, 0, e))
+        if x.dtype.kind == "i":
+            neg = np.where(xb == 1, 1, np.where(xb == -1, np.where(e % 2 != 0, -1, 1), 0)).astype(x.dtype)
+            return np.where(e < 0, neg, pos).astype(x.dtype)
+        return pos.astype(x.dtype)
+    return np.power(x, y)
+
+
+def _or_pow(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind in "iu":
+        bits = x.dtype.itemsize * 8
+        xs, ys = np.broadcast_arrays(x.astype(object), y.astype(object))
+        out = []
+        for a, b in zip(xs.ravel().tolist(), ys.ravel().tolist()):
+            if b < 0:
+                v = 1 if a == 1 else ((-1 if b % 2 else 1) if a == -1 else 0)
+            else:
+                v = pow(int(a), int(b), 1 << bits)
+            out.append(v)
+        arr = np.array(out, dtype=object).reshape(xs.shape) if out else np.zeros(xs.shape, dtype=object)
+        return np.array([int(v) % (1 << bits) for v in arr.ravel()], dtype=np.uint64).reshape(xs.shape).astype(
+            x.dtype) if arr.size else np.zeros(xs.shape, x.dtype)
+    with np.errstate(all="ignore"):
+        return np.power(x.astype(np.float64), y.astype(np.float64))
+
+
+def _pow_prepare(a, prom):
+    x, e = a["input"], a["exponent"]
+    if isinstance(x, Tensor) and x.dtype.kind in (T.KIND_INT, T.KIND_UINT, T.KIND_BOOL) and \
+            isinstance(e, int) and not isinstance(e, bool):
+        check(e >= 0, "Integers to negative integer powers are not allowed.")
+    return {}
+
+
+declare("pow", "pow(Tensor|Scalar input, Tensor|Scalar exponent, *, Tensor? out=None)", family=_FAM, body=_pow_b,
+        cpu=_np_pow, oracle=_or_pow, promotion="default", dtypes=NUM, domain="pow", prepare=_pow_prepare, flops=8,
+        inplace=True, dunders={"__pow__": "fwd", "__rpow__": "rev", "__ipow__": "inplace"},
+        errors=[(lambda nbx: (nbx.tensor([2]), -1), {}, RuntimeError, "negative integer powers")])
+
+
+# --- max / min ------------------------------------------------------------------------------------------------
+@jit
+def _maximum_b(x, y, p0, p1, p2):
+    if x.dtype == tl.int1:
+        r = x | y
+    else:
+        r = H.maximum(x, y)
+    return r
+
+
+@jit
+def _minimum_b(x, y, p0, p1, p2):
+    if x.dtype == tl.int1:
+        r = x & y
+    else:
+        r = H.minimum(x, y)
+    return r
+
+
+@jit
+def _fmax_b(x, y, p0, p1, p2):
+    if x.dtype == tl.int1:
+        r = x | y
+    elif x.dtype.is_floating():
+        r = tl.where(x != x, y, tl.where(y != y, x, tl.where(x > y, x, y)))
+    else:
+        r = tl.where(x > y, x, y)
+    return r
+
+
+@jit
+def _fmin_b(x, y, p0, p1, p2):
+    if x.dtype == tl.int1:
+        r = x & y
+    elif x.dtype.is_floating():
+        r = tl.where(x != x, y, tl.where(y != y, x, tl.where(x < y, x, y)))
+    else:
+        r = tl.where(x < y, x, y)
+    return r
+
+
+def _or_max(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    return np.where(np.isnan(x) | np.isnan(y), np.nan, np.where(x > y, x, y)) if _fl(x) else np.where(x > y, x, y)
+
+
+def _or_min(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    return np.where(np.isnan(x) | np.isnan(y), np.nan, np.where(x < y, x, y)) if _fl(x) else np.where(x < y, x, y)
+
+
+def _or_fmax(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    if not _fl(x):
+        return np.where(x > y, x, y)
+    return np.where(np.isnan(x), y, np.where(np.isnan(y), x, np.where(x > y, x, y)))
+
+
+def _or_fmin(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    if not _fl(x):
+        return np.where(x < y, x, y)
+    return np.where(np.isnan(x), y, np.where(np.isnan(y), x, np.where(x < y, x, y)))
+
+
+_binary("maximum", _maximum_b, np.maximum, _or_max, other="Tensor", dtypes=STD, domain="special", inplace=False,
+        errors=[(lambda nbx: (nbx.tensor([1]), 2), {}, TypeError, "must be Tensor")])
+_binary("minimum", _minimum_b, np.minimum, _or_min, other="Tensor", dtypes=STD, domain="special", inplace=False)
+_binary("fmax", _fmax_b, np.fmax, _or_fmax, other="Tensor", dtypes=STD, domain="special", inplace=False)
+_binary("fmin", _fmin_b, np.fmin, _or_fmin, other="Tensor", dtypes=STD, domain="special", inplace=False)
+
+
+# --- float binary math ------------------------------------------------------------------------------------------
+@jit
+def _atan2_b(x, y, p0, p1, p2):
+    return libdevice.atan2(x, y)
+
+
+@jit
+def _hypot_b(x, y, p0, p1, p2):
+    return libdevice.hypot(x, y)
+
+
+@jit
+def _copysign_b(x, y, p0, p1, p2):
+    return libdevice.copysign(x, y)
+
+
+@jit
+def _logaddexp_b(x, y, p0, p1, p2):
+    # ATen: m = max(a, b); a == b == +-inf gives a; else m + log1p(exp(-|a - b|))
+    m = H.maximum(x, y)
+    d = tl.abs(x - y)
+    r = m + libdevice.log1p(libdevice.exp(-d))
+    return tl.where((x == y) & ((x == float("inf")) | (x == float("-inf"))), x, r)
+
+
+@jit
+def _xlogy_b(x, y, p0, p1, p2):
+    r = tl.where(x == 0, tl.zeros_like(x), x * libdevice.log(y))
+    return tl.where(y != y, y, r)
+
+
+def _np_logaddexp(x, y):
+    return np.logaddexp(x, y)
+
+
+def _or_logaddexp(x, y):
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        m = np.maximum(x, y)
+        r = m + np.log(1 + np.exp(-np.abs(x - y)))
+        return np.where((x == y) & np.isinf(x), x, r)
+
+
+def _np_xlogy(x, y):
+    with np.errstate(all="ignore"):
+        r = np.where(x == 0, x.dtype.type(0), x * np.log(y))
+    return np.where(np.isnan(y), y, r).astype(x.dtype)
+
+
+def _or_xlogy(x, y):
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        r = np.where(x == 0, 0.0, x * np.log2(y) / np.log2(np.e))
+    return np.where(np.isnan(y), np.nan, r)
+
+
+_binary("atan2", _atan2_b, np.arctan2,
+        lambda x, y: np.angle(np.asarray(y, np.float64) + 1j * np.asarray(x, np.float64)),
+        other="Tensor", promotion="int_to_float", dtypes=NO_FP8, flops=8, aliases=("arctan2",))
+_binary("hypot", _hypot_b, np.hypot, lambda x, y: np.sqrt(np.asarray(x, np.float64) ** 2 +
+                                                          np.asarray(y, np.float64) ** 2),
+        other="Tensor", dtypes=FLOATS, flops=4, domain="small")
+_binary("copysign", _copysign_b, np.copysign, lambda x, y: np.abs(np.asarray(x, np.float64)) *
+        np.where(np.signbit(np.asarray(y, np.float64)), -1.0, 1.0), promotion="int_to_float", dtypes=NO_FP8,
+        domain="special")
+_binary("logaddexp", _logaddexp_b, _np_logaddexp, _or_logaddexp, other="Tensor", dtypes=FLOATS, flops=8,
+        inplace=False)
+_binary("xlogy", _xlogy_b, _np_xlogy, _or_xlogy, input_="Tensor|Scalar", promotion="int_to_float", dtypes=NO_FP8,
+        domain="positive2", flops=4)
+
+
+# --- bitwise ------------------------------------------------------------------------------------------------------
+@jit
+def _and_b(x, y, p0, p1, p2):
+    return x & y
+
+
+@jit
+def _or_b(x, y, p0, p1, p2):
+    return x | y
+
+
+@jit
+def _xor_b(x, y, p0, p1, p2):
+    return x ^ y
+
+
+@jit
+def _lshift_b(x, y, p0, p1, p2):
+    # ATen: a shift by a negative amount or by >= the width gives 0
+    BITS: tl.constexpr = x.dtype.primitive_bitwidth
+    bad = (y < 0) | (y >= BITS)
+    s = tl.where(bad, 0, y)
+    return tl.where(bad, tl.zeros_like(x), x << s)
+
+
+@jit
+def _rshift_b(x, y, p0, p1, p2):
+    # ATen: a negative shift or one >= the width shifts by width - 1 (sign fill for signed types)
+    BITS: tl.constexpr = x.dtype.primitive_bitwidth
+    bad = (y < 0) | (y >= BITS)
+    s = tl.where(bad, BITS - 1, y).to(x.dtype)
+    r = x >> s
+    if x.dtype.is_int_unsigned():
+        r = tl.where(bad, tl.zeros_like(x), r)
+    return r
+
+
+def _np_lshift(x, y):
+    bits = x.dtype.itemsize * 8
+    bad = (y < 0) | (y >= bits)
+    return np.where(bad, x.dtype.type(0), np.left_shift(x, np.where(bad, 0, y).astype(x.dtype))).astype(x.dtype)
+
+
+def _np_rshift(x, y):
+    bits = x.dtype.itemsize * 8
+    bad = (y < 0) | (y >= bits)
+    r = np.right_shift(x, np.where(bad, bits - 1, y).astype(x.dtype))
+    if x.dtype.kind == "u":
+        r = np.where(bad, 0, r)
+    return r.astype(x.dtype)
+
+
+def _or_shift(left):
+    def o(x, y):
+        x, y = np.asarray(x), np.asarray(y)
+        bits = x.dtype.itemsize * 8
+        xs, ys = np.broadcast_arrays(x.astype(object), y.astype(object))
+        out = []
+        for a, b in zip(xs.ravel().tolist(), ys.ravel().tolist()):
+            if left:
+                v = 0 if (b < 0 or b >= bits) else (a << b)
+            else:
+                v = a >> (bits - 1 if (b < 0 or b >= bits) else b)
+                if x.dtype.kind == "u" and (b < 0 or b >= bits):
+                    v = 0
+            out.append(int(v) % (1 << bits))
+        return np.array(out, dtype=np.uint64).reshape(xs.shape).astype(x.dtype) if out else np.zeros(xs.shape, x.dtype)
+    return o
+
+
+_BIT = frozenset({T.bool_}) | INTS | BARE_U
+_binary("bitwise_and", _and_b, np.bitwise_and, lambda x, y: np.bitwise_and(np.asarray(x), np.asarray(y)),
+        input_="Tensor|Scalar", dtypes=_BIT, dunders={"__and__": "fwd", "__rand__": "rev", "__iand__": "inplace"})
+_binary("bitwise_or", _or_b, np.bitwise_or, lambda x, y: np.bitwise_or(np.asarray(x), np.asarray(y)),
+        input_="Tensor|Scalar", dtypes=_BIT, dunders={"__or__": "fwd", "__ror__": "rev", "__ior__": "inplace"})
+_binary("bitwise_xor", _xor_b, np.bitwise_xor, lambda x, y: np.bitwise_xor(np.asarray(x), np.asarray(y)),
+        input_="Tensor|Scalar", dtypes=_BIT, dunders={"__xor__": "fwd", "__rxor__": "rev", "__ixor__": "inplace"})
+_binary("bitwise_left_shift", _lshift_b, _np_lshift, _or_shift(True), input_="Tensor|Scalar", dtypes=INTS,
+        domain="shift", dunders={"__lshift__": "fwd", "__rlshift__": "rev", "__ilshift__": "inplace"})
+_binary("bitwise_right_shift", _rshift_b, _np_rshift, _or_shift(False), input_="Tensor|Scalar", dtypes=INTS,
+        domain="shift", dunders={"__rshift__": "fwd", "__rrshift__": "rev", "__irshift__": "inplace"})
+
+
+# --- logical and comparisons ------------------------------------------------------------------------------------------
+@jit
+def _land_b(x, y, p0, p1, p2):
+    return (x != 0) & (y != 0)
+
+
+@jit
+def _lor_b(x, y, p0, p1, p2):
+    return (x != 0) | (y != 0)
+
+
+@jit
+def _lxor_b(x, y, p0, p1, p2):
+    return (x != 0) != (y != 0)
+
+
+for _n, _b, _f in (("logical_and", _land_b, np.logical_and), ("logical_or", _lor_b, np.logical_or),
+                   ("logical_xor", _lxor_b, np.logical_xor)):
+    _binary(_n, _b, _f, (lambda f: lambda x, y: f(np.asarray(x) != 0, np.asarray(y) != 0))(_f), other="Tensor",
+            promotion="always_bool", dtypes=STD, domain="special", inplace=True)
+
+
+@jit
+def _eq_b(x, y, p0, p1, p2):
+    return x == y
+
+
+@jit
+def _ne_b(x, y, p0, p1, p2):
+    return x != y
+
+
+@jit
+def _lt_b(x, y, p0, p1, p2):
+    return x < y
+
+
+@jit
+def _le_b(x, y, p0, p1, p2):
+    return x <= y
+
+
+@jit
+def _gt_b(x, y, p0, p1, p2):
+    return x > y
+
+
+@jit
+def _ge_b(x, y, p0, p1, p2):
+    return x >= y
+
+
+def _cmp_oracle(f):
+    # Exact comparisons in the compute dtype: an oracle in float64 would be the same comparison.
+    return lambda x, y: f(np.asarray(x), np.asarray(y))
+
+
+for _n, _b, _f, _d, _al, _dt in (
+        ("eq", _eq_b, np.equal, "__eq__", (), ALL), ("ne", _ne_b, np.not_equal, "__ne__", ("not_equal",), ALL),
+        ("lt", _lt_b, np.less, "__lt__", ("less",), STD), ("le", _le_b, np.less_equal, "__le__", ("less_equal",), STD),
+        ("gt", _gt_b, np.greater, "__gt__", ("greater",), STD),
+        ("ge", _ge_b, np.greater_equal, "__ge__", ("greater_equal",), STD)):
+    _binary(_n, _b, _f, _cmp_oracle(_f), promotion="always_bool", dtypes=_dt, domain="special", dunders={_d: "fwd"},
+            aliases=_al, inplace=True)
+
+
+@jit
+def _isclose_b(x, y, rtol, atol, equal_nan):
+    close = x == y
+    if x.dtype.is_floating():
+        close = close | ((equal_nan != 0) & (x != x) & (y != y))
+        err = tl.abs(x - y)
+        allowed = atol + tl.abs(rtol * y)
+        fin = (err == err) & (err != float("inf"))
+        close = close | (fin & (err <= allowed))
+    return close
+
+
+def _isclose_prepare(a, prom):
+    x, y = a["input"], a["other"]
+    check(x.dtype is y.dtype, lambda: f"isclose: {x.dtype.name} did not match {y.dtype.name}")
+    check(a["rtol"] >= 0, lambda: f"rtol must be greater than or equal to zero, but got {a['rtol']}")
+    check(a["atol"] >= 0, lambda: f"atol must be greater than or equal to zero, but got {a['atol']}")
+    return {"rtol": a["rtol"], "atol": a["atol"], "equal_nan": 1.0 if a["equal_nan"] else 0.0}
+
+
+def _np_isclose(x, y, rtol=1e-5, atol=1e-8, equal_nan=0.0):
+    close = x == y
+    if x.dtype.kind == "f":
+        if equal_nan:
+            close |= np.isnan(x) & np.isnan(y)
+        err = np.abs(x - y)
+        close |= np.isfinite(err) & (err <= x.dtype.type(atol) + np.abs(x.dtype.type(rtol) * y))
+    return close
+
+
+def _or_isclose(x, y, rtol=1e-5, atol=1e-8, equal_nan=0.0):
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    with np.errstate(all="ignore"):
+        return (x == y) | (bool(equal_nan) & np.isnan(x) & np.isnan(y)) | \
+            (np.isfinite(x - y) & (np.abs(x - y) <= atol + rtol * np.abs(y)))
+
+
+def _isclose_compute(prom):
+    # Integers and bool are compared in the default float dtype, as ATen casts them before the error terms.
+    return prom.compute if prom.compute.kind == T.KIND_FLOAT else get_default_dtype()
+
+
+def _isclose_triton(out, inputs, prom, prm):
+    ct = _isclose_compute(prom)
+    launch_pointwise(_isclose_b, out, inputs, ct, [prm["rtol"], prm["atol"], prm["equal_nan"]])
+
+
+declare("isclose", "isclose(Tensor input, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False)",
+        family=_FAM, cpu=_np_isclose, oracle=_or_isclose, triton=_isclose_triton, compute=_isclose_compute,
+        promotion="always_bool",
+        dtypes=NO_FP8, domain="special", prepare=_isclose_prepare, inplace=False, flops=5,
+        param_cases=[{}, {"rtol": 0.1, "atol": 0.5, "equal_nan": True}],
+        oracle_ulp_note="integer inputs: the oracle compares in float64, ATen in the default float dtype",
+        errors=[(lambda nbx: (nbx.tensor([1.]), nbx.tensor([1.], dtype=nbx.float64)), {}, RuntimeError, "match"),
+                (lambda nbx: (nbx.tensor([1.]), nbx.tensor([1.])), {"rtol": -1.0}, RuntimeError, "rtol")])
+
+
+# =========================================================================================================
+# Ternary
+# =========================================================================================================
+@jit
+def _where_b(c, x, y, p0, p1, p2):
+    return tl.where(c != 0, x, y)
+
+
+def _where_prepare(a, prom):
+    c = a["condition"]
+    check(isinstance(c, Tensor) and c.dtype in (T.bool_, T.uint8), lambda: "where expected condition to be a boolean "
+          f"tensor, but got a tensor with dtype {getattr(c, 'dtype', type(c)).__repr__()}")
+    return {}
+
+
+declare("where", "where(Tensor condition, Tensor|Scalar input, Tensor|Scalar other, *, Tensor? out=None)",
+        family=_FAM, body=_where_b, raw=1, cpu=lambda c, x, y: np.where(c != 0, x, y),
+        oracle=lambda c, x, y: np.choose(np.asarray(c != 0, dtype=np.int64), [np.broadcast_to(y, np.shape(c)),
+                                                                             np.broadcast_to(x, np.shape(c))])
+        if np.shape(c) == np.broadcast_shapes(np.shape(c), np.shape(x), np.shape(y)) else np.where(c, x, y),
+        promotion="default", promote=("input", "other"), dtypes=ALL, domain="where", prepare=_where_prepare,
+        inplace=False, method=True,
+        errors=[(lambda nbx: (nbx.tensor([1., 0.]), nbx.tensor([1.]), nbx.tensor([2.])), {}, RuntimeError,
+                 "boolean")])
+
+
+@jit
+def _lerp_b(x, e, w, p0, p1, p2):
+    # ATen's lerp: two formulas so that w = 0 gives x and w = 1 gives e exactly
+    d = e - x
+    return tl.where(tl.abs(w) < 0.5, x + w * d, e - d * (1.0 - w))
+
+
+def _np_lerp(x, e, w):
+    d = e - x
+    return np.where(np.abs(w) < 0.5, x + w * d, e - d * (1 - w)).astype(x.dtype)
+
+
+def _lerp_prepare(a, prom):
+    x, e, w = a["input"], a["end"], a["weight"]
+    check(e.dtype is x.dtype, lambda: f"expected dtype {x.dtype.name} for `end` but got dtype {e.dtype.name}")
+    if isinstance(w, Tensor):
+        check(w.dtype is x.dtype, lambda: f"expected dtype {x.dtype.name} for `weight` but got dtype {w.dtype.name}")
+    return {}
+
+
+declare("lerp", "lerp(Tensor input, Tensor end, Tensor|Scalar weight, *, Tensor? out=None)", family=_FAM,
+        body=_lerp_b, cpu=_np_lerp, oracle=lambda x, e, w: np.asarray(x, np.float64) + np.asarray(w, np.float64) *
+        (np.asarray(e, np.float64) - np.asarray(x, np.float64)), promotion="default", promote=("input", "end"),
+        dtypes=FLOATS, domain="any", prepare=_lerp_prepare, inplace=True, flops=3,
+        tolerance={"extra_atol": lambda x, e, w: np.maximum(np.abs(x), np.abs(e)),
+                   "reason": "x + w*(e - x) cancels: the rounding error scales with |x| and |e|, not the result"},
+        errors=[(lambda nbx: (nbx.tensor([1.]), nbx.tensor([1.], dtype=nbx.float64), 0.5), {}, RuntimeError,
+                 "expected dtype")])
+
+
+def _value_prepare(name):
+    def prep(a, prom):
+        v = a["value"]
+        if prom.common.kind in (T.KIND_INT, T.KIND_UINT):
+            check(not isinstance(v, float), lambda: f"For integral input tensors, argument value must not be a "
+                  "floating point number.")
+        return {"value": v}
+    return prep
+
+
+@jit
+def _addcmul_b(x, a, b, v, p1, p2):
+    return x + v * a * b
+
+
+@jit
+def _addcdiv_b(x, a, b, v, p1, p2):
+    return x + v * tl.div_rn(a, b)
+
+
+def _addcdiv_prepare(a, prom):
+    t1, t2 = a["tensor1"], a["tensor2"]
+    ints = (T.KIND_INT, T.KIND_UINT, T.KIND_BOOL)
+    check(not (t1.dtype.kind in ints and t2.dtype.kind in ints), "Integer division with addcdiv is no longer "
+          "supported, and in a future  release addcdiv will perform a true division of tensor1 and tensor2. The "
+          "historic addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / tensor2))."
+          "to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The "
+          "future addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all "
+          "dtypes.")
+    return {"value": a["value"]}
+
+
+def _or_addc(div):
+    def o(x, a, b, value=1):
+        x, a, b = (np.asarray(v) for v in (x, a, b))
+        if x.dtype.kind != "f":
+            return x.astype(np.int64) + int(value) * a.astype(np.int64) * b.astype(np.int64)
+        with np.errstate(all="ignore"):
+            return x + value * (a / b if div else a * b)
+    return o
+
+
+declare("addcmul", "addcmul(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1, Tensor? out=None)",
+        family=_FAM, body=_addcmul_b, params=("value",),
+        cpu=lambda x, a, b, value=1: x + x.dtype.type(value) * a * b, oracle=_or_addc(False), promotion="default",
+        dtypes=NUM, domain="any", prepare=_value_prepare("addcmul"), inplace=True, flops=3,
+        param_cases=[{}, {"value": 2}])
+declare("addcdiv", "addcdiv(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1, Tensor? out=None)",
+        family=_FAM, body=_addcdiv_b, params=("value",),
+        cpu=lambda x, a, b, value=1: x + x.dtype.type(value) * (a / b), oracle=_or_addc(True), promotion="default",
+        dtypes=FLOATS, domain="divisor3", prepare=_addcdiv_prepare, inplace=True, flops=3,
+        param_cases=[{}, {"value": 0.5}],
+        errors=[(lambda nbx: (nbx.tensor([1.]), nbx.tensor([1]), nbx.tensor([1])), {}, RuntimeError,
+                 "Integer division")])
+
+
+# --- clamp ------------------------------------------------------------------------------------------------------------
+@jit
+def _clamp_b(x, lo, hi, p0, p1, p2):
+    if x.dtype == tl.int1:
+        r = (x | lo) & hi
+    else:
+        r = H.minimum(H.maximum(x, lo), hi)
+    return r
+
+
+@jit
+def _clamp_min_b(x, lo, p0, p1, p2):
+    if x.dtype == tl.int1:
+        r = x | lo
+    else:
+        r = H.maximum(x, lo)
+    return r
+
+
+@jit
+def _clamp_max_b(x, hi, p0, p1, p2):
+    if x.dtype == tl.int1:
+        r = x & hi
+    else:
+        r = H.minimum(x, hi)
+    return r
+
+
+def _np_clamp(x, lo, hi):
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    return x
+
+
+def _or_clamp(x, lo=None, hi=None):
+    x = np.asarray(x)
+    f = np.float64 if x.dtype.kind == "f" else x.dtype
+    r = x.astype(f)
+    if lo is not None:
+        lo = np.asarray(lo, f)
+        r = np.where(np.isnan(r) | np.isnan(lo), np.nan, np.where(r < lo, lo, r)) if f == np.float64 else \
+            np.where(r < lo, lo, r)
+    if hi is not None:
+        hi = np.asarray(hi, f)
+        r = np.where(np.isnan(r) | np.isnan(hi), np.nan, np.where(r > hi, hi, r)) if f == np.float64 else \
+            np.where(r > hi, hi, r)
+    return r
+
+
+def _clamp_prepare(a, prom):
+    check(a.get("min") is not None or a.get("max") is not None,
+          "torch.clamp: At least one of 'min' or 'max' must not be None")
+    return {}
+
+
+def _clamp_triton(out, inputs, prom, prm):
+    x, lo, hi = inputs
+    if lo is not None and hi is not None:
+        launch_pointwise(_clamp_b, out, [x, lo, hi], prom.compute)
+    elif lo is not None:
+        launch_pointwise(_clamp_min_b, out, [x, lo], prom.compute)
+    else:
+        launch_pointwise(_clamp_max_b, out, [x, hi], prom.compute)
+
+
+declare("clamp", "clamp(Tensor input, Tensor|Scalar? min=None, Tensor|Scalar? max=None, *, Tensor? out=None)",
+        family=_FAM, cpu=_np_clamp, oracle=_or_clamp, triton=_clamp_triton, promotion="default", dtypes=NUM | {T.bool_},
+        domain="clamp", prepare=_clamp_prepare, inplace=True, aliases=("clip",), flops=2,
+        errors=[(lambda nbx: (nbx.tensor([1.]),), {}, RuntimeError, "At least one")])
+declare("clamp_min", "clamp_min(Tensor input, Tensor|Scalar min, *, Tensor? out=None)", family=_FAM,
+        body=_clamp_min_b, cpu=lambda x, lo: np.maximum(x, lo), oracle=lambda x, lo: _or_clamp(x, lo, None),
+        promotion="default", dtypes=NUM | {T.bool_}, domain="clamp", inplace=True)
+declare("clamp_max", "clamp_max(Tensor input, Tensor|Scalar max, *, Tensor? out=None)", family=_FAM,
+        body=_clamp_max_b, cpu=lambda x, hi: np.minimum(x, hi), oracle=lambda x, hi: _or_clamp(x, None, hi),
+        promotion="default", dtypes=NUM | {T.bool_}, domain="clamp", inplace=True)
+
+
+# --- masked_fill ------------------------------------------------------------------------------------------------------
+@jit
+def _masked_fill_b(x, m, v, p0, p1, p2):
+    return tl.where(m != 0, v, x)
+
+
+def _masked_fill_prepare(a, prom):
+    m, v = a["mask"], a["value"]
+    check(m.dtype is T.bool_, lambda: f"masked_fill_ only supports boolean masks, but got mask with dtype "
+          f"{m.dtype.name}")
+    if isinstance(v, Tensor):
+        check(v.ndim == 0, lambda: f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+              f"{v.ndim} dimension(s).")
+    else:
+        from ..dtypes.casting import checked_scalar
+        checked_scalar(v, a["input"].dtype, "masked_fill")
+    return {}
+
+
+def _masked_fill_driver(rec, args, *, out=None, inplace=None):
+    from .dispatch import pointwise
+    v = args["value"]
+    if isinstance(v, Tensor) and v.ndim == 0 and (v.device.type == "cpu" or v.device == args["input"].device):
+        args = dict(args, value=v.item()) if v.device.type == "cpu" else args
+    return pointwise(rec, args, out=out, inplace=inplace)
+
+
+declare("masked_fill", "masked_fill(Tensor input, Tensor mask, Tensor|Scalar value)", family=_FAM,
+        body=_masked_fill_b, raw=2, cpu=lambda x, m, v: np.where(m, v, x),
+        oracle=lambda x, m, v: np.where(np.asarray(m), np.asarray(v), np.asarray(x)), promotion="default",
+        promote=("input",), dtypes=STD, domain="where2", prepare=_masked_fill_prepare, driver=_masked_fill_driver,
+        inplace=True,
+        errors=[(lambda nbx: (nbx.tensor([1, 2]), nbx.tensor([1., 0.]), 2), {}, RuntimeError, "boolean masks"),
+                (lambda nbx: (nbx.tensor([1, 2]), nbx.tensor([True, False]), nbx.tensor([1])), {}, RuntimeError,
+                 "0-dimensional"),
+                (lambda nbx: (nbx.tensor([1, 2], dtype=nbx.int8), nbx.tensor([True, False]), 300), {}, RuntimeError,
+                 "overflow")])

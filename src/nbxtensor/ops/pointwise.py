@@ -1,0 +1,414 @@
+"""The pointwise generator: a scalar ``@jit`` body becomes an N-d Triton kernel (and a NumPy body the ``cpu``
+implementation), once, for every elementwise op (../shared/STYLE.md, "Kernels"; FlagGems' pointwise_dynamic).
+
+A body is a ``@jit`` function of the operands (already converted to the compute dtype) and three parameters
+``p0, p1, p2`` (also in the compute dtype): ``body(x, y, p0, p1, p2) -> value``. :func:`make` returns the
+op's ``triton`` implementation with the dispatch contract ``impl(out, inputs, prom, params)``
+(:func:`nbxtensor.ops.dispatch.pointwise`): ``inputs`` are tensors expanded to ``out.shape`` or scalars.
+
+What the generated launch does:
+
+- **Rank collapse** (:func:`collapse`, after CuPy's ``reduce_dims``): size-1 dims are dropped and adjacent
+  dims merged wherever every operand is contiguous across them, so a contiguous or sliced-row operand costs
+  one or two dims. Up to :data:`MAX_RANK` dims remain; deeper layouts are split on the host over the leading
+  dims.
+- **Modes per operand**, as constexprs: ``0`` contiguous (offset = linear index: the fast path, no index
+  arithmetic), ``1`` strided (coordinates from the linear index times the operand's strides; stride 0 is how
+  ``expand`` broadcasts), ``2`` a scalar passed by value (a Python number operand: no load at all).
+- **64-bit offsets** (``I64``) when the element count or any operand's largest offset reaches 2**31;
+  int32 index arithmetic otherwise (cheaper divisions in the strided path).
+- **Conversions**: loads go through :func:`~.triton_helpers.convert` to the compute dtype (float32 for
+  float16, bfloat16 and float8: computed in float32, rounded once on store); the store converts to the output
+  dtype by the casting rules.
+- Zero-size outputs launch nothing (the dispatcher returns before calling the implementation).
+
+Scalar parameters travel as float64 (``P*``) and int64 (``Q*``) kernel arguments so that a float64 op sees
+its scalars unrounded; the kernel converts them to the compute dtype. Triton's interpreter ignores argument
+annotations (a Python float would arrive as float32), so under the interpreter they are handed over as typed
+interpreter tensors (:func:`_scalar_args`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..dtypes import table as T
+from ..dtypes.casting import cast_array
+from ..dtypes.table import DType
+from ..runtime.configs import launch_config
+from ..runtime.launcher import launch
+from ..runtime.triton_compat import INTERPRET, jit, tl
+from ..tensor.core import Tensor, host_view
+from .triton_helpers import TL_DTYPES, convert
+
+__all__ = ["MAX_RANK", "collapse", "make", "numpy_impl", "tl_dtype", "compute_tl", "launch_pointwise"]
+
+MAX_RANK = 5
+_I32_LIMIT = 2 ** 31
+
+
+def tl_dtype(d: DType):
+    """Triton's dtype for a row of the table."""
+    return TL_DTYPES[d.name]
+
+
+def compute_tl(d: DType):
+    """The Triton dtype kernels compute in for compute dtype ``d``: float32 for 16- and 8-bit floats (their
+    arithmetic is not implemented by Triton's interpreter, and PyTorch computes them in float32 anyway)."""
+    if d in (T.float16, T.bfloat16, T.float8_e4m3fn, T.float8_e5m2):
+        return tl.float32
+    return tl_dtype(d)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Host side: rank collapse
+# ---------------------------------------------------------------------------------------------------------
+def collapse(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Drop size-1 dims and merge adjacent dims that every operand traverses contiguously.
+
+    Args:
+        shape: the common (output) shape.
+        strides: one stride tuple per operand, each of ``len(shape)`` (stride 0 for broadcast dims).
+
+    Returns:
+        ``(shape, strides)`` of the same elements in the same row-major order, with the fewest dims: dims
+        ``i`` and ``i+1`` merge when for every operand ``stride[i] == stride[i+1] * shape[i+1]``. A shape
+        with one element collapses to ``(1,)``.
+    """
+    keep = [i for i, s in enumerate(shape) if s != 1]
+    if not keep:
+        return (1,), [(0,) for _ in strides]
+    sh = [shape[i] for i in keep]
+    st = [[s[i] for i in keep] for s in strides]
+    out_sh = [sh[-1]]
+    out_st = [[s[-1]] for s in st]
+    for d in range(len(sh) - 2, -1, -1):
+        inner = out_sh[0]
+        if all(s[d] == o[0] * inner for s, o in zip(st, out_st)):
+            out_sh[0] *= sh[d]
+        else:
+            out_sh.insert(0, sh[d])
+            for s, o in zip(st, out_st):
+                o.insert(0, s[d])
+    return tuple(out_sh), [tuple(o) for o in out_st]
+
+
+def _scalar_args(fvals: Sequence[float], ivals: Sequence[int]) -> tuple[list, list]:
+    """float64 / int64 scalar kernel arguments; typed interpreter tensors under the interpreter tier."""
+    if not INTERPRET:
+        return [float(v) for v in fvals], [int(v) for v in ivals]
+    from triton.runtime.interpreter import TensorHandle
+    f = [tl.tensor(TensorHandle(np.array([v], dtype=np.float64), tl.float64), tl.float64) for v in fvals]
+    i = [tl.tensor(TensorHandle(np.array([v], dtype=np.int64), tl.int64), tl.int64) for v in ivals]
+    return f, i
+
+
+def _max_offset(shape, stride) -> int:
+    return sum((s - 1) * abs(st) for s, st in zip(shape, stride))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Device side
+# ---------------------------------------------------------------------------------------------------------
+@jit
+def _index(BLOCK: tl.constexpr, I64: tl.constexpr):
+    pid = tl.program_id(0)
+    if I64:
+        idx = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    else:
+        idx = pid * BLOCK + tl.arange(0, BLOCK)
+    return idx
+
+
+@jit
+def _coords(idx, S1, S2, S3, S4, RANK: tl.constexpr):
+    # Row-major coordinates of the linear index over the last RANK of 5 (left-padded) dims.
+    c0 = idx * 0
+    c1 = idx * 0
+    c2 = idx * 0
+    c3 = idx * 0
+    if RANK <= 1:
+        c4 = idx
+    else:
+        c4 = idx % S4
+        t = idx // S4
+        if RANK == 2:
+            c3 = t
+        else:
+            c3 = t % S3
+            t = t // S3
+            if RANK == 3:
+                c2 = t
+            else:
+                c2 = t % S2
+                t = t // S2
+                if RANK == 4:
+                    c1 = t
+                else:
+                    c1 = t % S1
+                    c0 = t // S1
+    return c0, c1, c2, c3, c4
+
+
+@jit
+def _offset(c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, RANK: tl.constexpr):
+    off = c4 * t4
+    if RANK >= 2:
+        off += c3 * t3
+    if RANK >= 3:
+        off += c2 * t2
+    if RANK >= 4:
+        off += c1 * t1
+    if RANK >= 5:
+        off += c0 * t0
+    return off
+
+
+@jit
+def _load(ptr, idx, mask, c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, F, I, MODE: tl.constexpr, RANK: tl.constexpr,
+          CT: tl.constexpr, RAW: tl.constexpr, BLOCK: tl.constexpr):
+    if MODE == 0:
+        x = tl.load(ptr + idx, mask=mask)
+    elif MODE == 1:
+        x = tl.load(ptr + _offset(c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, RANK), mask=mask)
+    else:
+        if CT == tl.int1:
+            x = (tl.full([BLOCK], 0, tl.int8) + I.to(tl.int8)) != 0
+        elif CT.is_floating():
+            x = tl.full([BLOCK], 0, CT) + F.to(CT)
+        else:
+            x = tl.full([BLOCK], 0, CT) + I.to(CT)
+    if not RAW:
+        x = convert(x, CT)
+    return x
+
+
+@jit
+def _param(P, Q, CT: tl.constexpr, BLOCK: tl.constexpr):
+    # Splat to a block: the compiler folds it, and the interpreter mishandles some ops on 0-d scalars.
+    if CT == tl.int1:
+        r = tl.full([BLOCK], 0, tl.int8) + Q.to(tl.int8)
+        r = r != 0
+    elif CT.is_floating():
+        r = tl.full([BLOCK], 0, CT) + P.to(CT)
+    else:
+        r = tl.full([BLOCK], 0, CT) + Q.to(CT)
+    return r
+
+
+@jit
+def _store(ptr, r, idx, mask, c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, MODE: tl.constexpr, RANK: tl.constexpr):
+    v = convert(r, ptr.dtype.element_ty)
+    if MODE == 0:
+        tl.store(ptr + idx, v, mask=mask)
+    else:
+        tl.store(ptr + _offset(c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, RANK), v, mask=mask)
+
+
+@jit
+def _pw1(OUT, X0, F0, I0, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3, a4,
+         BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
+         RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
+    idx = _index(BLOCK, I64)
+    mask = idx < N
+    c0, c1, c2, c3, c4 = _coords(idx, S1, S2, S3, S4, RANK)
+    x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, RAW & 1, BLOCK)
+    r = BODY(x0, _param(P0, Q0, CT, BLOCK), _param(P1, Q1, CT, BLOCK), _param(P2, Q2, CT, BLOCK))
+    _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK)
+
+
+@jit
+def _pw2(OUT, X0, X1, F0, I0, F1, I1, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4,
+         a0, a1, a2, a3, a4, b0, b1, b2, b3, b4,
+         BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
+         M1: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
+    idx = _index(BLOCK, I64)
+    mask = idx < N
+    c0, c1, c2, c3, c4 = _coords(idx, S1, S2, S3, S4, RANK)
+    x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, RAW & 1, BLOCK)
+    x1 = _load(X1, idx, mask, c0, c1, c2, c3, c4, b0, b1, b2, b3, b4, F1, I1, M1, RANK, CT, RAW & 2, BLOCK)
+    r = BODY(x0, x1, _param(P0, Q0, CT, BLOCK), _param(P1, Q1, CT, BLOCK), _param(P2, Q2, CT, BLOCK))
+    _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK)
+
+
+@jit
+def _pw3(OUT, X0, X1, X2, F0, I0, F1, I1, F2, I2, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4,
+         a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, d0, d1, d2, d3, d4,
+         BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
+         M1: tl.constexpr, M2: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
+    idx = _index(BLOCK, I64)
+    mask = idx < N
+    c0, c1, c2, c3, c4 = _coords(idx, S1, S2, S3, S4, RANK)
+    x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, RAW & 1, BLOCK)
+    x1 = _load(X1, idx, mask, c0, c1, c2, c3, c4, b0, b1, b2, b3, b4, F1, I1, M1, RANK, CT, RAW & 2, BLOCK)
+    x2 = _load(X2, idx, mask, c0, c1, c2, c3, c4, d0, d1, d2, d3, d4, F2, I2, M2, RANK, CT, RAW & 4, BLOCK)
+    r = BODY(x0, x1, x2, _param(P0, Q0, CT, BLOCK), _param(P1, Q1, CT, BLOCK), _param(P2, Q2, CT, BLOCK))
+    _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK)
+
+
+_KERNELS = {1: _pw1, 2: _pw2, 3: _pw3}
+
+
+def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals: Sequence = (), *,
+                     raw: int = 0, op: str = "pointwise") -> None:
+    """Launch ``body`` over ``out`` (any strides) and ``inputs`` (tensors of ``out.shape``, any strides, or
+    scalars), computing in ``compute`` (opmath applied here) with up to three scalar parameters ``pvals``.
+
+    Args:
+        raw: bit ``i`` set keeps operand ``i`` in its loaded dtype (bool masks of ``where``) instead of
+            converting it to the compute dtype.
+        op: the launch-config table entry (``runtime/configs/*.json``).
+    """
+    n = len(inputs)
+    kernel = _KERNELS[n]
+    shape = tuple(out.shape)
+    tensors = [x for x in inputs if isinstance(x, Tensor)]
+    all_strides = [out.stride()] + [x.stride() for x in tensors]
+    cshape, cstrides = collapse(shape, all_strides)
+    if len(cshape) > MAX_RANK:
+        # Split over the outermost dim and recurse (layouts deeper than MAX_RANK after collapsing are rare).
+        for i in range(shape[0]):
+            launch_pointwise(body, out.select(0, i), [x.select(0, i) if isinstance(x, Tensor) else x for x in inputs],
+                             compute, pvals, raw=raw, op=op)
+        return
+    rank = len(cshape)
+    numel = out.numel()
+    contig_out = out.is_contiguous()
+    modes, it = [], iter(cstrides[1:])
+    for x in inputs:
+        if isinstance(x, Tensor):
+            st = next(it)
+            modes.append(0 if (x.is_contiguous() and contig_out) else 1)
+        else:
+            modes.append(2)
+    om = 0 if contig_out else 1
+    strided = om == 1 or 1 in modes
+    i64 = numel + 1 >= _I32_LIMIT or any(_max_offset(cshape, s) >= _I32_LIMIT for s in cstrides)
+    pad = MAX_RANK - rank
+    sizes = (1,) * pad + cshape
+    padded = [(0,) * pad + s for s in cstrides]
+    ct = compute_tl(compute)
+    is_float = compute.kind == T.KIND_FLOAT
+    pv = list(pvals) + [0] * (3 - len(pvals))
+    pf, pq = _scalar_args([float(v) if is_float else 0.0 for v in pv],
+                          [0 if is_float else int(v) for v in pv])
+    ptrs, scal, strd = [], [], []
+    it = iter(padded[1:])
+    for x in inputs:
+        if isinstance(x, Tensor):
+            ptrs.append(x)
+            f, i = _scalar_args([0.0], [0])
+            strd.extend(next(it))
+        else:
+            ptrs.append(None)
+            v = x.item() if isinstance(x, np.generic) else x
+            f, i = _scalar_args([float(v) if is_float else 0.0], [0 if is_float else int(v)])
+            strd.extend((0,) * MAX_RANK)
+        scal.extend([f[0], i[0]])
+    cfg = launch_config(op, out.device, dtypes=(out.dtype,), numel=numel)
+    block = cfg.pop("BLOCK")
+    grid = ((numel + block - 1) // block,)
+    launch(kernel, grid, out, *ptrs, *scal, *pf, *pq, numel, *sizes[1:], *padded[0], *strd,
+           BODY=body, CT=ct, RANK=rank if strided else 0, OM=om, **{f"M{k}": m for k, m in enumerate(modes)},
+           RAW=raw, I64=i64, BLOCK=block, **cfg)
+
+
+def make(body, *, params: Sequence[str] = (), raw: int = 0, op: str = "pointwise",
+         compute: Callable | None = None) -> Callable:
+    """The ``triton`` implementation of a pointwise op from its scalar ``body``.
+
+    Args:
+        body: ``@jit`` function ``body(*operands, p0, p1, p2)``.
+        params: names of the dispatcher's ``params`` passed as ``p0, p1, p2`` (numbers; converted to the
+            compute dtype in the kernel).
+        raw: see :func:`launch_pointwise`.
+        compute: ``compute(prom) -> DType`` overriding ``prom.compute`` (``isclose`` compares integers in the
+            default float dtype).
+
+    Returns:
+        ``impl(out, inputs, prom, params)`` for :func:`nbxtensor.ops.dispatch.pointwise`.
+    """
+    names = tuple(params)
+
+    def impl(out, inputs, prom, prm):
+        ct = compute(prom) if compute is not None else prom.compute
+        launch_pointwise(body, out, inputs, ct, [prm[k] for k in names], raw=raw, op=op)
+
+    impl.body = body
+    return impl
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The cpu counterpart
+# ---------------------------------------------------------------------------------------------------------
+def numpy_impl(fn: Callable, *, raw: int = 0, compute: Callable | None = None) -> Callable:
+    """The ``cpu`` implementation of a pointwise op from a NumPy function ``fn(*arrays, **params)``.
+
+    Operands are converted to the compute dtype (``compute(prom)`` if given, else ``prom.compute``; raw
+    operands keep their dtype), ``fn`` runs with floating-point warnings silenced, and its result is cast
+    to the output's dtype by :func:`nbxtensor.dtypes.casting.cast_array` (rounding once) and written into
+    ``out``'s memory (any strides).
+    """
+
+    def impl(out, inputs, prom, params):
+        ct = compute(prom) if compute is not None else prom.compute
+        arrs = []
+        for k, x in enumerate(inputs):
+            if x is None:
+                arrs.append(None)
+            elif isinstance(x, Tensor):
+                a = host_view(x)
+                arrs.append(a if (raw >> k) & 1 or x.dtype is ct else cast_array(a, x.dtype, ct))
+            else:
+                arrs.append(np.asarray(x, dtype=ct.numpy))
+        with np.errstate(all="ignore"):
+            r = np.asarray(fn(*arrs, **params))
+        src = T.from_numpy_dtype(r.dtype)
+        host_view(out)[...] = r if src is out.dtype else cast_array(r, src, out.dtype)
+
+    impl.fn = fn
+    return impl
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cost and declaration helpers shared by the elementwise families
+# ---------------------------------------------------------------------------------------------------------
+def cost(flops_per_element: int = 1) -> Callable:
+    """A pointwise cost declaration: ``cost(out_shape, out_dtype, inputs)`` where ``inputs`` lists
+    ``(shape, dtype)`` of the tensor operands before broadcasting (scalars omitted).
+
+    Each input byte is read once (a broadcast operand's repeats are served from cache), each output byte
+    written once; ``flops_per_element`` per output element (comparisons and moves count 1)."""
+    from .registry import Cost
+
+    def _cost(out_shape, out_dtype, inputs=()) -> Cost:
+        n = 1
+        for s in out_shape:
+            n *= s
+        read = 0
+        for shape, dt in inputs:
+            k = 1
+            for s in shape:
+                k *= s
+            read += k * dt.itemsize
+        return Cost(flops=n * flops_per_element, bytes_read=read, bytes_written=n * out_dtype.itemsize)
+
+    _cost.flops_per_element = flops_per_element
+    return _cost
+
+
+def declare(name: str, schema: str, *, family: str, cpu: Callable, oracle: Callable | None, body=None,
+            triton: Callable | None = None, params: Sequence[str] = (), raw: int = 0, flops: int = 1,
+            oracle_note: str = "", compute: Callable | None = None, **extra):
+    """Register a pointwise op: one record holding the schema, the NumPy and Triton implementations made from
+    ``cpu`` (a NumPy function) and ``body`` (a ``@jit`` scalar body), the oracle, the cost and ``extra``
+    fields (promotion, dtypes, dunders, domain, errors, tolerance ...; see :mod:`.dispatch`)."""
+    from .registry import OpRecord, register
+    rec = OpRecord(name=name, family=family, cpu=numpy_impl(cpu, raw=raw, compute=compute),
+                   triton=triton if triton is not None else (make(body, params=params, raw=raw, compute=compute)
+                                                             if body is not None else None),
+                   cost=cost(flops), oracle=oracle, oracle_note=oracle_note,
+                   extra=dict(schema=schema, kind="pointwise", raw=raw, **extra))
+    return register(rec)
