@@ -25,6 +25,10 @@ Example:
 
 from __future__ import annotations
 
+import ctypes
+
+import numpy as np
+
 from ._errors import OutOfMemoryError
 from .device.base import device as _device_type
 from .device.cuda import backend as _backend
@@ -228,7 +232,12 @@ def pin_memory(tensor):
     nbytes = tensor.numel() * tensor.dtype.itemsize
     blk = _copies.pinned_pool.alloc(max(nbytes, 1))
     keeper = _PinnedKeeper(blk)
-    st = Storage(_device_type("cpu"), nbytes, blk.ptr, blk.array[:nbytes], cpu_backend, owner=keeper)
+    # The NumPy handle's buffer is a ctypes array holding the keeper: every NumPy view of the tensor's memory
+    # (tensor.numpy(), slices of it) keeps the block out of the pool while it exists.
+    buf = (ctypes.c_char * max(nbytes, 1)).from_address(blk.ptr)
+    buf.keeper = keeper
+    handle = np.frombuffer(buf, dtype=np.uint8)[:nbytes]
+    st = Storage(_device_type("cpu"), nbytes, blk.ptr, handle, cpu_backend, owner=keeper)
     out = Tensor(st, tuple(tensor.shape), _contiguous(tensor.shape), 0, tensor.dtype)
     if nbytes:
         host_view(out)[...] = host_view(tensor)

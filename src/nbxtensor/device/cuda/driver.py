@@ -112,7 +112,7 @@ def error_name(code: int) -> str:
 
 def _describe(code: int) -> str:
     try:
-        err, s = cu.cuGetErrorString(code)
+        err, s = cu.cuGetErrorString(cu.CUresult(code))
         if int(err) == 0 and s:
             return s.decode() if isinstance(s, bytes) else str(s)
     except Exception:  # the description is a courtesy; never hide the real error behind another
