@@ -6,6 +6,10 @@ from . import dispatch
 from . import elementwise as _elementwise  # noqa: F401
 from . import activation as _activation  # noqa: F401
 from . import cast as _cast  # noqa: F401  (Triton copy_/fill_ kernels)
+from . import reduction as _reduction  # noqa: F401
+from . import scan as _scan  # noqa: F401
+from . import softmax as _softmax  # noqa: F401
+from . import norm as _norm  # noqa: F401
 
 # Generate nbx.*, nn.functional.*, Tensor methods and operators from every record with a schema; families
 # imported above register first (keep this line last).

@@ -40,6 +40,8 @@ Record fields read here (``rec.extra``):
 ``namespaces``          where the function is exported: ``("torch",)`` (default) or ``("functional",)``
 ``aliases``             other public names of the same function (``"true_divide"`` for ``div``)
 ``public_schema``       the user-facing signature when it differs from the operand schema (``glu``)
+``namespace_schemas``   ``{namespace: schema}``: the function exported in that namespace binds this other
+                        signature (``nn.functional.softmax(input, dim=None, _stacklevel=3, dtype=None)``)
 ======================  ==================================================================================
 """
 
@@ -529,8 +531,8 @@ def _public_schema(rec) -> Schema:
     return rec.extra["public_schema_obj"]
 
 
-def _make_function(rec) -> Callable:
-    sch: Schema = _public_schema(rec)
+def _make_function(rec, sch: Schema | None = None) -> Callable:
+    sch = sch or _public_schema(rec)
     drive = _driver(rec)
 
     inplace_flag = any(a.name == "inplace" for a in sch.args)  # nn.functional's relu(input, inplace=False)
@@ -624,6 +626,10 @@ def install(rec) -> None:
     for ns in rec.extra.get("namespaces", ("torch",)):
         for name in (rec.name, *rec.extra.get("aliases", ())):
             _EXPORTS[ns][name] = fn
+    for ns, text in rec.extra.get("namespace_schemas", {}).items():  # another signature in that namespace
+        alt = _make_function(rec, parse_schema(text))
+        for name in (rec.name, *rec.extra.get("aliases", ())):
+            _EXPORTS[ns][name] = alt
     if rec.extra.get("method", True):
         for name in (rec.name, *rec.extra.get("aliases", ())):
             setattr(Tensor, name, fn)

@@ -1,0 +1,415 @@
+"""Normalisation layers of ``nbx.nn.functional``: layer_norm, rms_norm, group_norm and batch_norm (inference).
+
+Formulas (PyTorch's documentation of ``torch.nn.functional``):
+
+- ``layer_norm``: over the trailing ``normalized_shape`` dims, ``(x - mean) / sqrt(var + eps) * weight + bias``
+  with the biased variance (Ba, Kiros & Hinton, "Layer Normalization", 2016).
+- ``rms_norm``: ``x / sqrt(mean(x^2) + eps) * weight`` (Zhang & Sennrich, "Root Mean Square Layer
+  Normalization", 2019); ``eps=None`` means ``finfo(input.dtype).eps``, as PyTorch.
+- ``group_norm``: input ``(N, C, *)``, statistics per sample over each group of ``C / num_groups`` channels and
+  all spatial positions, affine per channel (Wu & He, "Group Normalization", 2018).
+- ``batch_norm`` with ``training=False``: ``(x - running_mean[c]) / sqrt(running_var[c] + eps) * weight[c] +
+  bias[c]`` over channel dim 1. ``training=True`` (batch statistics and running-stat updates) is not
+  implemented: nbxtensor is an inference library (``NotImplementedError``).
+
+**Numerics**: statistics are computed in float32 (float64 for float64 inputs) by a numerically stable method:
+a row that fits one tile takes two passes over registers (the mean, then the mean of squared deviations), so
+``[40000, 40001, 40002, 40003]`` normalises to ``[-1.342, -0.447, 0.447, 1.342]`` where E[x^2] - E[x]^2
+cancels to garbage; longer rows combine per-tile (mean, M2) pairs by Chan et al.'s formula. rms_norm squares
+in float32, so float16 ``[300, -300, 100, 0]`` (squares beyond float16's 65504) comes out right. The result
+has the input's dtype; weight and bias may have any floating dtype and are read in the accumulation dtype.
+
+**Kernels**: ``_norm_rows_kernel`` serves layer_norm, rms_norm and group_norm: each row of the contiguous
+``(rows, N)`` view is normalised (group_norm's rows are (sample, group) pairs, and element ``n`` of a row takes
+channel ``group * C/G + n // HW`` for its affine parameters); rows that fit ``BLOCK_N`` are read once, longer
+rows twice (statistics, then output). ``_batch_norm_kernel`` is elementwise over ``(N*C, spatial)`` rows with
+per-channel scale and shift. Non-contiguous inputs are copied to contiguous first.
+
+The ``cpu`` implementations use NumPy in the same dtypes (two-pass statistics); the oracles are float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import check
+from ..dtypes import table as T
+from ..dtypes.casting import cast_array
+from ..dtypes.table import DType
+from ..runtime.configs import launch_config
+from ..runtime.launcher import launch
+from ..runtime.triton_compat import jit, tl
+from ..shapes import numel
+from ..tensor.core import Tensor, host_view, new_empty
+from . import dispatch, registry
+from .reduction import FLOATS, _cdiv, _welford_combine
+from .registry import Cost, OpRecord, register
+from .triton_helpers import TL_DTYPES, convert
+
+__all__ = ["launch_norm_rows", "launch_batch_norm"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------------------
+@jit
+def _affine(y, ch, msk, w_ptr, b_ptr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
+    if HAS_W:
+        y = y * convert(tl.load(w_ptr + ch, mask=msk), ACC)
+    if HAS_B:
+        y = y + convert(tl.load(b_ptr + ch, mask=msk), ACC)
+    return y
+
+
+@jit
+def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, RMS: tl.constexpr, HAS_W: tl.constexpr,
+                      HAS_B: tl.constexpr, ONE_TILE: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr):
+    """Normalise BLOCK_M rows of the contiguous ``(M, N)`` input; element n of row r uses affine parameter
+    ``(r % G) * CPG + n // HW`` (layer_norm/rms_norm: G = HW = 1)."""
+    pid = tl.program_id(0)
+    rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < M
+    lanes = tl.arange(0, BLOCK_N).to(tl.int64)
+    base = rows[:, None] * N
+    ch0 = ((rows % G) * CPG)[:, None]
+    if ONE_TILE:
+        msk = row_ok[:, None] & (lanes < N)[None, :]
+        x = tl.where(msk, convert(tl.load(x_ptr + base + lanes[None, :], mask=msk), ACC), 0.0)
+        if RMS:
+            r = 1.0 / tl.sqrt_rn(tl.sum(x * x, 1) / N + eps)
+            y = x * r[:, None]
+        else:
+            mean = tl.sum(x, 1) / N
+            d = tl.where(msk, x - mean[:, None], 0.0)
+            r = 1.0 / tl.sqrt_rn(tl.sum(d * d, 1) / N + eps)
+            y = d * r[:, None]
+        y = _affine(y, ch0 + lanes[None, :] // HW, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
+        tl.store(y_ptr + base + lanes[None, :], convert(y, y_ptr.dtype.element_ty), mask=msk)
+    else:
+        mean = tl.zeros([BLOCK_M], ACC)
+        m2 = tl.zeros([BLOCK_M], ACC)
+        cnt = tl.zeros([BLOCK_M], ACC)
+        for n0 in range(0, N, BLOCK_N):
+            n = n0 + lanes
+            msk = row_ok[:, None] & (n < N)[None, :]
+            x = tl.where(msk, convert(tl.load(x_ptr + base + n[None, :], mask=msk), ACC), 0.0)
+            if RMS:
+                m2 += tl.sum(x * x, 1)
+            else:
+                # this tile's (mean, M2) by two passes over registers, merged with Chan's formula
+                c = tl.sum(msk.to(ACC), 1)
+                cm = tl.sum(x, 1) / tl.maximum(c, 1.0)
+                d = tl.where(msk, x - cm[:, None], 0.0)
+                mean, m2, cnt = _welford_combine(mean, m2, cnt, cm, tl.sum(d * d, 1), c)
+        r = 1.0 / tl.sqrt_rn(m2 / N + eps)
+        for n0 in range(0, N, BLOCK_N):
+            n = n0 + lanes
+            msk = row_ok[:, None] & (n < N)[None, :]
+            x = convert(tl.load(x_ptr + base + n[None, :], mask=msk), ACC)
+            if RMS:
+                y = x * r[:, None]
+            else:
+                y = (x - mean[:, None]) * r[:, None]
+            y = _affine(y, ch0 + n[None, :] // HW, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
+            tl.store(y_ptr + base + n[None, :], convert(y, y_ptr.dtype.element_ty), mask=msk)
+
+
+@jit
+def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps, HAS_W: tl.constexpr,
+                       HAS_B: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
+    """``y = (x - rm[c]) * (w[c] / sqrt(rv[c] + eps)) + b[c]`` over the contiguous ``(M = N*C, S)`` view,
+    channel ``c = row % C``."""
+    pid = tl.program_id(0)
+    rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < M
+    c = rows % C
+    mean = convert(tl.load(rm_ptr + c, mask=row_ok), ACC)
+    scale = 1.0 / tl.sqrt_rn(convert(tl.load(rv_ptr + c, mask=row_ok), ACC) + eps)
+    if HAS_W:
+        scale = scale * convert(tl.load(w_ptr + c, mask=row_ok), ACC)
+    if HAS_B:
+        shift = convert(tl.load(b_ptr + c, mask=row_ok), ACC)
+    else:
+        shift = tl.zeros([BLOCK_M], ACC)
+    lanes = tl.arange(0, BLOCK_S).to(tl.int64)
+    base = rows[:, None] * S
+    for s0 in range(0, S, BLOCK_S):
+        s = s0 + lanes
+        msk = row_ok[:, None] & (s < S)[None, :]
+        x = convert(tl.load(x_ptr + base + s[None, :], mask=msk), ACC)
+        y = (x - mean[:, None]) * scale[:, None] + shift[:, None]
+        tl.store(y_ptr + base + s[None, :], convert(y, y_ptr.dtype.element_ty), mask=msk)
+
+
+def _acc(d: DType) -> DType:
+    return T.float64 if d is T.float64 else T.float32
+
+
+def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *, rows: int, n: int, rms: bool,
+                     eps: float, groups: int = 1, cpg: int = 0, hw: int = 1, op: str = "layer_norm") -> None:
+    """Run ``_norm_rows_kernel`` on contiguous ``x``/``y`` seen as ``(rows, n)``; ``w``/``b`` contiguous."""
+    cfg = launch_config("norm_rows", x.device, dtypes=(x.dtype,), rows=rows, cols=n)
+    launch(_norm_rows_kernel, (_cdiv(rows, cfg["BLOCK_M"]),), x, w if w is not None else x, b if b is not None else x,
+           y, rows, n, groups, cpg, hw, float(eps), RMS=rms, HAS_W=w is not None, HAS_B=b is not None,
+           ONE_TILE=n <= cfg["BLOCK_N"], ACC=TL_DTYPES[_acc(x.dtype).name], **cfg)
+
+
+def launch_batch_norm(x: Tensor, rm: Tensor, rv: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *,
+                      channels: int, spatial: int, eps: float) -> None:
+    """Run ``_batch_norm_kernel`` on contiguous ``x``/``y`` seen as ``(N * channels, spatial)``."""
+    rows = x.numel() // max(spatial, 1)
+    cfg = launch_config("batch_norm", x.device, dtypes=(x.dtype,), rows=rows, cols=spatial)
+    launch(_batch_norm_kernel, (_cdiv(rows, cfg["BLOCK_M"]),), x, rm, rv, w if w is not None else rm,
+           b if b is not None else rm, y, rows, spatial, channels, float(eps), HAS_W=w is not None,
+           HAS_B=b is not None, ACC=TL_DTYPES[_acc(x.dtype).name], **cfg)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Implementations: impl(x, w, b, y, **params) on contiguous x and y (cpu: NumPy; triton: the kernels)
+# ---------------------------------------------------------------------------------------------------------
+def _np(t: Tensor | None, acc: DType):
+    if t is None:
+        return None
+    a = host_view(t)
+    return cast_array(a, t.dtype, acc) if t.dtype is not acc else np.asarray(a)
+
+
+def _cpu_rows(x: Tensor, w, b, y: Tensor, *, rows: int, n: int, rms: bool, eps: float, groups: int = 1,
+              cpg: int = 0, hw: int = 1) -> None:
+    acc = _acc(x.dtype)
+    t = acc.numpy.type
+    a = _np(x, acc).reshape(rows, n)
+    with np.errstate(all="ignore"):
+        if rms:
+            out = a / np.sqrt(np.add.reduce(a * a, axis=1, keepdims=True) / t(n) + t(eps))
+        else:
+            d = a - np.add.reduce(a, axis=1, keepdims=True) / t(n)
+            out = d / np.sqrt(np.add.reduce(d * d, axis=1, keepdims=True) / t(n) + t(eps))
+        ch = ((np.arange(rows) % groups) * cpg)[:, None] + (np.arange(n) // hw)[None, :]
+        if w is not None:
+            out = out * _np(w, acc).reshape(-1)[ch]
+        if b is not None:
+            out = out + _np(b, acc).reshape(-1)[ch]
+    host_view(y)[...] = cast_array(np.asarray(out, dtype=acc.numpy).reshape(y.shape), acc, y.dtype)
+
+
+def _triton_rows(x: Tensor, w, b, y: Tensor, **params) -> None:
+    launch_norm_rows(x, w, b, y, **params)
+
+
+def _cpu_batch_norm(x: Tensor, rm: Tensor, rv: Tensor, w, b, y: Tensor, *, channels: int, spatial: int,
+                    eps: float) -> None:
+    acc = _acc(x.dtype)
+    t = acc.numpy.type
+    a = _np(x, acc).reshape(-1, channels, max(spatial, 1))
+    with np.errstate(all="ignore"):
+        scale = t(1) / np.sqrt(_np(rv, acc) + t(eps))
+        if w is not None:
+            scale = scale * _np(w, acc)
+        out = (a - _np(rm, acc)[None, :, None]) * scale[None, :, None]
+        if b is not None:
+            out = out + _np(b, acc)[None, :, None]
+    host_view(y)[...] = cast_array(np.asarray(out, dtype=acc.numpy).reshape(y.shape), acc, y.dtype)
+
+
+def _triton_batch_norm(x, rm, rv, w, b, y, **params) -> None:
+    launch_batch_norm(x, rm, rv, w, b, y, **params)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Oracles (float64), called with the public arguments as NumPy arrays (None for absent tensors)
+# ---------------------------------------------------------------------------------------------------------
+def _f64(a):
+    return None if a is None else np.asarray(a).astype(np.float64)
+
+
+def _oracle_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, **_):
+    x = _f64(input)
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(var + eps)
+    if weight is not None:
+        y = y * _f64(weight)
+    if bias is not None:
+        y = y + _f64(bias)
+    return y
+
+
+def _oracle_rms_norm(input, normalized_shape, weight=None, eps=None, **_):
+    x = _f64(input)
+    if eps is None:
+        eps = float(_finfo_eps(T.dtype_from(np.asarray(input).dtype)))
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    y = x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
+    return y * _f64(weight) if weight is not None else y
+
+
+def _oracle_group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, **_):
+    x = _f64(input)
+    nb, c = x.shape[0], x.shape[1]
+    g = x.reshape(nb, num_groups, -1)
+    mean = g.mean(axis=2, keepdims=True)
+    var = ((g - mean) ** 2).mean(axis=2, keepdims=True)
+    y = ((g - mean) / np.sqrt(var + eps)).reshape(x.shape)
+    pshape = (1, c) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        y = y * _f64(weight).reshape(pshape)
+    if bias is not None:
+        y = y + _f64(bias).reshape(pshape)
+    return y
+
+
+def _oracle_batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+                       eps=1e-5, **_):
+    x = _f64(input)
+    pshape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    y = (x - _f64(running_mean).reshape(pshape)) / np.sqrt(_f64(running_var).reshape(pshape) + eps)
+    if weight is not None:
+        y = y * _f64(weight).reshape(pshape)
+    if bias is not None:
+        y = y + _f64(bias).reshape(pshape)
+    return y
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Drivers
+# ---------------------------------------------------------------------------------------------------------
+def _finfo_eps(d: DType) -> float:
+    import ml_dtypes
+    return float(ml_dtypes.finfo(d.numpy).eps)
+
+
+def _check_float_input(x, fn: str) -> None:
+    check(isinstance(x, Tensor), lambda: f"{fn}(): argument 'input' (position 1) must be Tensor, not "
+          f"{type(x).__name__}", TypeError)
+    check(x.dtype.kind == T.KIND_FLOAT and x.dtype in FLOATS, lambda: f"{fn}: \"{fn}\" not implemented for "
+          f"'{dispatch.torch_dtype_name(x.dtype)}' (float16, bfloat16, float32 and float64 inputs)",
+          NotImplementedError)
+
+
+def _param(t, name: str, x: Tensor, fn: str, shape, what: str):
+    if t is None:
+        return None
+    check(isinstance(t, Tensor), lambda: f"{fn}(): argument '{name}' must be Tensor, not {type(t).__name__}",
+          TypeError)
+    check(t.device == x.device, lambda: f"{fn}: Expected all tensors to be on the same device, but found at least "
+          f"two devices, {x.device} and {t.device}!")
+    check(t.dtype.kind == T.KIND_FLOAT and t.dtype in FLOATS, lambda: f"{fn}: {name} must be a floating tensor, got "
+          f"{t.dtype.name}")
+    check(tuple(t.shape) == tuple(shape), lambda: f"{fn}: Expected {name} to be of same shape as {what}, but got "
+          f"{name} of shape {list(t.shape)} and {what} = {list(shape)}")
+    return t.contiguous()
+
+
+def _normalized_shape(ns, fn: str) -> tuple[int, ...]:
+    check(isinstance(ns, (tuple, list)) or type(ns).__name__ == "Size", lambda: f"{fn}(): argument "
+          f"'normalized_shape' (position 2) must be tuple of ints, not {type(ns).__name__}", TypeError)
+    for s in ns:
+        check(isinstance(s, int) and not isinstance(s, bool), lambda: f"{fn}(): argument 'normalized_shape' must be "
+              f"tuple of ints, got {s!r}", TypeError)
+    return tuple(int(s) for s in ns)
+
+
+def _rows_driver(rms: bool):
+    def driver(rec, args, *, out=None, inplace=None):
+        fn = rec.name
+        x = args["input"]
+        _check_float_input(x, fn)
+        ns = _normalized_shape(args["normalized_shape"], fn)
+        k = len(ns)
+        check(k >= 1 and x.ndim >= k and tuple(x.shape[x.ndim - k:]) == ns, lambda: f"{fn}: Given normalized_shape="
+              f"{list(ns)}, expected input with shape [*, {', '.join(map(str, ns))}], but got input of size"
+              f"{list(x.shape)}")
+        w = _param(args.get("weight"), "weight", x, fn, ns, "normalized_shape")
+        b = _param(args.get("bias"), "bias", x, fn, ns, "normalized_shape") if not rms else None
+        eps = args.get("eps")
+        eps = _finfo_eps(x.dtype) if eps is None else float(eps)
+        y = new_empty(x.shape, x.dtype, x.device)
+        n = numel(ns)
+        if x.numel() == 0:
+            return y
+        registry.impl(fn, x.device.type)(x.contiguous(), w, b, y, rows=x.numel() // n, n=n, rms=rms, eps=eps)
+        return y
+    return driver
+
+
+def _group_norm_driver(rec, args, *, out=None, inplace=None):
+    fn = "group_norm"
+    x = args["input"]
+    _check_float_input(x, fn)
+    g = args["num_groups"]
+    check(x.ndim >= 2, lambda: f"{fn}: Expected at least 2 dimensions for input tensor but received {x.ndim}")
+    c = x.shape[1]
+    check(g > 0 and c % g == 0, lambda: f"{fn}: Expected number of channels in input to be divisible by num_groups, "
+          f"but got input of shape {list(x.shape)} and num_groups={g}")
+    w = _param(args.get("weight"), "weight", x, fn, (c,), "the number of channels")
+    b = _param(args.get("bias"), "bias", x, fn, (c,), "the number of channels")
+    y = new_empty(x.shape, x.dtype, x.device)
+    if x.numel() == 0:
+        return y
+    hw = numel(x.shape[2:])
+    registry.impl(fn, x.device.type)(x.contiguous(), w, b, y, rows=x.shape[0] * g, n=(c // g) * hw, rms=False,
+                                     eps=float(args["eps"]), groups=g, cpg=c // g, hw=hw)
+    return y
+
+
+def _batch_norm_driver(rec, args, *, out=None, inplace=None):
+    fn = "batch_norm"
+    x = args["input"]
+    _check_float_input(x, fn)
+    check(not args.get("training"), lambda: f"{fn}: training=True (batch statistics, running-stat updates) is not "
+          "implemented: nbxtensor is an inference library; pass training=False with running statistics",
+          NotImplementedError)
+    rm, rv = args["running_mean"], args["running_var"]
+    check(rm is not None and rv is not None, f"{fn}: running_mean must be defined in evaluation mode")
+    check(x.ndim >= 2, lambda: f"{fn}: expected an input of shape (N, C, *) with at least 2 dims, got "
+          f"{list(x.shape)}")
+    c = x.shape[1]
+    for t, name in ((rm, "running_mean"), (rv, "running_var")):
+        check(isinstance(t, Tensor) and t.numel() == c, lambda: f"{fn}: {name} should contain {c} elements not "
+              f"{t.numel() if isinstance(t, Tensor) else t!r}")
+    rm = _param(rm.reshape(c), "running_mean", x, fn, (c,), "the number of channels")
+    rv = _param(rv.reshape(c), "running_var", x, fn, (c,), "the number of channels")
+    w = _param(args.get("weight"), "weight", x, fn, (c,), "the number of channels")
+    b = _param(args.get("bias"), "bias", x, fn, (c,), "the number of channels")
+    y = new_empty(x.shape, x.dtype, x.device)
+    if x.numel() == 0:
+        return y
+    registry.impl(fn, x.device.type)(x.contiguous(), rm, rv, w, b, y, channels=c, spatial=numel(x.shape[2:]),
+                                     eps=float(args["eps"]))
+    return y
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Costs and records
+# ---------------------------------------------------------------------------------------------------------
+def _cost(name: str, flops_per: int):
+    """Reads the input and the parameters once, writes the output once (a row longer than the arch's tile is
+    read twice; the declaration is the one-read minimum)."""
+    def cost(*args, **kwargs) -> Cost:
+        a = registry.get(name).extra["schema_obj"].bind(args, kwargs, fn=name)
+        x = a["input"]
+        params = sum(t.numel() * t.dtype.itemsize for k, t in a.items() if isinstance(t, Tensor) and k != "input")
+        return Cost(flops=flops_per * x.numel(), bytes_read=x.numel() * x.dtype.itemsize + params,
+                    bytes_written=x.numel() * x.dtype.itemsize)
+    return cost
+
+
+_RECORDS = (
+    ("layer_norm", "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+     "float eps=1e-05)", _rows_driver(False), _cpu_rows, _triton_rows, _oracle_layer_norm, 8),
+    ("rms_norm", "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None)",
+     _rows_driver(True), _cpu_rows, _triton_rows, _oracle_rms_norm, 4),
+    ("group_norm", "group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
+     "float eps=1e-05)", _group_norm_driver, _cpu_rows, _triton_rows, _oracle_group_norm, 8),
+    ("batch_norm", "batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, "
+     "Tensor? bias=None, bool training=False, float momentum=0.1, float eps=1e-05)", _batch_norm_driver,
+     _cpu_batch_norm, _triton_batch_norm, _oracle_batch_norm, 4),
+)
+for _name, _schema, _driver, _cpu, _tri, _oracle, _flops in _RECORDS:
+    register(OpRecord(name=_name, family="norm", cpu=_cpu, triton=_tri, oracle=_oracle, cost=_cost(_name, _flops),
+                      extra=dict(schema=_schema, driver=_driver, dtypes=FLOATS, method=False,
+                                 namespaces=("functional",))))
+del _name, _schema, _driver, _cpu, _tri, _oracle, _flops

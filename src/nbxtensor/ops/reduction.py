@@ -1,0 +1,1339 @@
+"""Reductions: sum, nansum, mean, nanmean, prod, amax, amin, aminmax, max/min (with indices), argmax, argmin, all,
+any, count_nonzero, var, std, var_mean, std_mean, logsumexp, vector_norm and norm.
+
+Semantics are PyTorch's (names, arguments, defaults, result dtypes, ``out=``, empty reductions, NaN): dims are an
+int, a tuple/list or ``None`` (all dims; ``()``/``[]`` also mean all dims, as PyTorch); ``keepdim`` keeps reduced
+dims with size 1; ``dtype=`` converts the input before reducing. Empty reductions give PyTorch's identities (sum
+0, prod 1, mean/var NaN, all True, any False, logsumexp -inf, vector_norm 0) or raise where there is none
+(amax, argmax, max(dim), aminmax, inf-norms: ``IndexError``/``RuntimeError`` as PyTorch).
+
+**Canonical form** (:func:`canonical3`, after CuPy's ``reduce_dims``): size-1 dims are dropped, the others sorted
+by decreasing |stride| (memory order) and adjacent dims of the same kind (reduced or kept) merged where they are
+contiguous with each other. Any layout whose groups read ``kept? reduced? kept?`` becomes one
+``(outer, reduced, inner)`` strided view with one stride per group; other layouts (kept dims interleaved between
+reduced ones in memory) are first copied to ``(kept..., reduced...)`` order. Two Triton kernels cover every case:
+
+- ``_reduce_rows_kernel`` (``inner == 1``: the reduced axis is the innermost group): tiles of
+  ``[BLOCK_M rows, BLOCK_R]`` along the reduced axis;
+- ``_reduce_cols_kernel`` (``inner > 1``: the reduced axis is strided): tiles of ``[BLOCK_R, BLOCK_I]`` where
+  lanes run along the contiguous inner axis, so loads stay coalesced.
+
+Each lane keeps a running state and combines one element per iteration; a final tree across lanes gives the
+output (``tl.reduce`` with the op's combine function). Ops are states with an associative combine:
+sums/products/extrema one value; arg-extrema (value, index) with NaN as the extreme and the first index winning
+(:mod:`.triton_helpers`); variance (mean, M2, count) combined by Chan et al.'s pairwise formula (Welford within a
+lane: numerically stable, no E[x^2] - E[x]^2 cancellation); logsumexp (max, sum of exp(x - max)) rescaled on
+combine; nanmean (sum, count). When there are too few outputs to fill the GPU (``outer * inner`` programs below
+the config's ``target_programs``), the reduced axis is split: a first launch writes per-chunk states to a
+workspace and a second launch of the same kernel combines them (``STAGE`` 1 and 2).
+
+**Numerics**: float16 and bfloat16 accumulate in float32 and round once (``float16 [0.01] * 65536`` sums to
+655.0, within one float16 ulp of PyTorch CPU's 655.5, which comes from its summation order); float32 in float32,
+float64 in float64; integers and bool in int64 (wrapping as PyTorch). Offsets are 64-bit.
+
+The ``cpu`` implementations use NumPy in the same accumulation dtypes, moving the reduced axes last and
+reducing contiguous rows (NumPy's pairwise summation). The oracles compute in float64 (int64 for integer sums)
+with NumPy's own reductions. Differences from PyTorch: complex and float8 inputs are not supported
+(``NotImplementedError``); ``norm`` supports the vector norms (``p='fro'`` over any dims is the 2-norm, as
+PyTorch computes it) but not ``'nuc'``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from typing import Sequence
+
+import numpy as np
+
+from .._errors import check, fail
+from ..dtypes import table as T
+from ..dtypes.casting import cast_array
+from ..dtypes.promotion import get_default_dtype
+from ..dtypes.table import DType
+from ..runtime.configs import launch_config
+from ..runtime.launcher import launch
+from ..runtime.triton_compat import jit, tl
+from ..shapes import numel, wrap_dim, wrap_dims
+from ..tensor.core import Tensor, host_view, new_empty
+from . import dispatch, registry
+from .registry import Cost, OpRecord, register
+from .triton_helpers import (TL_DTYPES, argmax_combine, argmin_combine, convert, maximum, minimum,
+                             nan_argmax, nan_argmin, nan_max, nan_min)
+
+__all__ = ["return_types", "canonical3", "memory_groups", "collapse_dims", "reduce_dims", "acc_dtype",
+           "launch_reduction", "FLOATS", "INTS", "BARE_UINTS"]
+
+FLOATS = (T.float16, T.bfloat16, T.float32, T.float64)
+INTS = (T.uint8, T.int8, T.int16, T.int32, T.int64)
+BARE_UINTS = (T.uint16, T.uint32, T.uint64)
+_INT_LIKE = (T.KIND_BOOL, T.KIND_INT, T.KIND_UINT)
+
+
+class return_types:  # noqa: N801 - PyTorch's name (torch.return_types)
+    """Named tuples of multi-output ops, as ``torch.return_types``: ``max``/``min``/``cummax``/``cummin``
+    ``(values, indices)`` and ``aminmax`` ``(min, max)``."""
+
+    max = namedtuple("max", ["values", "indices"])
+    min = namedtuple("min", ["values", "indices"])
+    aminmax = namedtuple("aminmax", ["min", "max"])
+    cummax = namedtuple("cummax", ["values", "indices"])
+    cummin = namedtuple("cummin", ["values", "indices"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Canonicalisation (shared with scans, softmax and norms)
+# ---------------------------------------------------------------------------------------------------------
+def memory_groups(shape: Sequence[int], strides: Sequence[int], flags: Sequence[bool]) -> list[list]:
+    """Dims of size > 1 in memory order (decreasing |stride|, ties in logical order), merged into groups.
+
+    Returns:
+        ``[[flag, dims, size, stride], ...]`` outermost first: each group's dims share ``flag`` and are
+        contiguous with each other (``stride[a] == stride[b] * size[b]`` for neighbours); ``stride`` is the
+        stride of the group's innermost dim, ``size`` the product of its sizes.
+    """
+    order = sorted((d for d in range(len(shape)) if shape[d] != 1), key=lambda d: -abs(strides[d]))
+    groups: list[list] = []
+    for d in order:
+        g = groups[-1] if groups else None
+        if g is not None and g[0] == flags[d] and g[3] == strides[d] * shape[d]:
+            g[1].append(d)
+            g[2] *= shape[d]
+            g[3] = strides[d]
+        else:
+            groups.append([bool(flags[d]), [d], shape[d], strides[d]])
+    return groups
+
+
+def collapse_dims(shape: Sequence[int], strides: Sequence[int], dims: Sequence[int]) -> int | None:
+    """The single stride that walks ``dims`` (outermost first, size-1 dims ignored) as one flattened dim, or
+    ``None`` when they are not contiguous with each other in that order (0 for no dims)."""
+    ds = [d for d in dims if shape[d] != 1]
+    if not ds:
+        return 0
+    for a, b in zip(ds, ds[1:]):
+        if strides[a] != strides[b] * shape[b]:
+            return None
+    return strides[ds[-1]]
+
+
+def canonical3(shape: Sequence[int], strides: Sequence[int], flags: Sequence[bool]):
+    """``(outer, reduced, inner)`` view of a tensor whose ``flags`` mark the reduced (or scanned) dims.
+
+    Returns:
+        ``(sizes, strides, groups)``: ``sizes = (O, R, I)``, ``strides = (so, sr, si)`` and ``groups`` the
+        logical dims of each part (outermost first), or ``None`` when the memory order interleaves kept and
+        reduced groups (``R K R``, ``K R K R`` ...): the caller then copies the input to (kept..., reduced...).
+    """
+    gs = memory_groups(shape, strides, flags)
+    pattern = "".join("R" if g[0] else "K" for g in gs)
+    if pattern not in ("", "K", "R", "KR", "RK", "KRK"):
+        return None
+    parts = {"O": (1, 0, ()), "R": (1, 0, ()), "I": (1, 0, ())}
+    seen_r = False
+    for g in gs:
+        if g[0]:
+            seen_r = True
+        parts["R" if g[0] else ("I" if seen_r else "O")] = (g[2], g[3], tuple(g[1]))
+    return ((parts["O"][0], parts["R"][0], parts["I"][0]), (parts["O"][1], parts["R"][1], parts["I"][1]),
+            (parts["O"][2], parts["R"][2], parts["I"][2]))
+
+
+def reduce_dims(dim, ndim: int, fn: str, *, allow_tuple: bool = True) -> tuple[int, ...]:
+    """Wrap a reduction's ``dim`` argument: ``None``, ``()`` and ``[]`` mean every dim; an int or a tuple/list
+    of ints otherwise (sorted, each wrapped). A 0-dim tensor accepts dims 0 and -1 and reduces nothing.
+
+    Raises:
+        IndexError: a dim out of range (PyTorch's message).
+        RuntimeError: a dim repeated ("dim 0 appears multiple times in the list of dims").
+        TypeError: a tuple where only an int is accepted, or a non-integer dim.
+    """
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(ndim))
+    if isinstance(dim, (tuple, list)):
+        check(allow_tuple, lambda: f"{fn}(): argument 'dim' must be int, not {type(dim).__name__}", TypeError)
+        ds = [wrap_dim(d, ndim, fn=fn) for d in dim]
+        for d in ds:
+            check(ds.count(d) == 1, lambda: f"{fn}(): dim {d} appears multiple times in the list of dims")
+    else:
+        check(not isinstance(dim, bool), lambda: f"{fn}(): argument 'dim' must be int, not bool", TypeError)
+        ds = [wrap_dim(dim, ndim, fn=fn)]
+    return tuple(sorted(ds)) if ndim > 0 else ()
+
+
+def _out_shape(shape, dims, keepdim: bool) -> tuple[int, ...]:
+    if keepdim:
+        return tuple(1 if d in dims else s for d, s in enumerate(shape))
+    return tuple(s for d, s in enumerate(shape) if d not in dims)
+
+
+def _keep_view(o: Tensor, dims, keepdim: bool, ndim: int) -> Tensor:
+    """``o`` (the op's output) seen with size-1 dims at the reduced positions, so kernels index it like x."""
+    if keepdim or ndim == 0:
+        return o
+    for d in dims:
+        o = o.unsqueeze(d)
+    return o
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------------------
+# Kinds of state (constexpr KIND).
+K_SUM, K_PROD, K_MAX, K_MIN, K_ARGMAX, K_ARGMIN, K_MINMAX, K_WELFORD, K_LSE, K_NANMEAN = range(10)
+# Per-element transforms before combining (constexpr PRE; raw inputs only, never partial states).
+P_NONE, P_ABS, P_SQUARE, P_POW, P_NONZERO, P_NAN_TO_ZERO, P_NOT_NAN = range(7)
+# Finalisation of the combined state (constexpr FIN).
+F_NONE, F_DIV_N, F_SQRT, F_ROOT_P, F_VAR, F_STD, F_LSE, F_RATIO = range(8)
+_BIG_INDEX = 2 ** 62  # index of "no element yet": loses every tie against a real index
+
+
+@jit
+def _mul_combine(a, b):
+    return a * b
+
+
+@jit
+def _sum_pair(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1
+
+
+@jit
+def _minmax_combine(a0, a1, b0, b1):
+    return minimum(a0, b0), maximum(a1, b1)
+
+
+@jit
+def _welford_combine(ma, qa, na, mb, qb, nb):
+    # Chan, Golub & LeVeque, "Algorithms for computing the sample variance" (1983): pairwise update of
+    # (mean, M2, count). With nb == 1 this is Welford's one-element update.
+    n = na + nb
+    d = mb - ma
+    w = tl.where(n == 0, 0.0, nb / tl.where(n == 0, 1.0, n))
+    mean = ma + d * w
+    m2 = qa + qb + tl.where((na == 0) | (nb == 0), 0.0, d * d * na * w)
+    return mean, m2, n
+
+
+@jit
+def _lse_combine(ma, sa, mb, sb):
+    # (m, s) stands for m + log(s), s = sum of exp(x - m) over the elements seen. One exp per combine: the
+    # smaller max is rescaled to the larger. Equal maxima (also +-inf) just add their sums, so -inf rows stay
+    # -inf and +inf rows +inf; NaN propagates through the max.
+    mx = maximum(ma, mb)
+    mn = minimum(ma, mb)
+    e = tl.where(mx == mn, 1.0, tl.exp(mn - mx))
+    s = tl.where(ma >= mb, sa + sb * e, sb + sa * e)
+    return mx, s
+
+
+@jit
+def _as(v, DT: tl.constexpr):
+    """A scalar argument in dtype DT, by arithmetic: an int argument equal to 1 arrives as a constexpr and a
+    float one as a Python float under the interpreter, neither of which has ``.to``."""
+    return v * tl.full([], 1, DT)
+
+
+@jit
+def _element_state(raw, idx, KIND: tl.constexpr, PRE: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr, p):
+    """One raw input element as a state ``(a, b, c)`` of the op."""
+    x = convert(raw, LOADT)
+    if PRE == 1:
+        x = tl.abs(x)
+    elif PRE == 2:
+        x = x * x
+    elif PRE == 3:
+        x = tl.exp2(_as(p, LOADT) * tl.log2(tl.abs(x)))  # |x|**p; |0|**p = 0 (p > 0), inf (p < 0)
+    elif PRE == 4:
+        x = x != 0
+    elif PRE == 5:
+        x = tl.where(x != x, 0.0, x)
+    elif PRE == 6:
+        x = x == x
+    v = x.to(ACC)
+    if KIND == 4 or KIND == 5:
+        b = idx
+        c = v
+    elif KIND == 6:
+        b = v
+        c = v
+    elif KIND == 7:
+        b = tl.zeros_like(v)
+        c = tl.full(v.shape, 1.0, ACC)
+    elif KIND == 8:
+        b = tl.full(v.shape, 1.0, ACC)
+        c = v
+    elif KIND == 9:
+        nan = v != v
+        b = tl.where(nan, 0.0, 1.0).to(ACC)
+        v = tl.where(nan, 0.0, v).to(ACC)
+        c = v
+    else:
+        b = v
+        c = v
+    return v, b, c
+
+
+@jit
+def _combine(a, b, c, va, vb, vc, m, KIND: tl.constexpr):
+    """Fold one state per lane (``va, vb, vc``, where mask ``m``) into the running lane states."""
+    if KIND == 0:
+        a = tl.where(m, a + va, a)
+    elif KIND == 1:
+        a = tl.where(m, a * va, a)
+    elif KIND == 2:
+        a = tl.where(m, maximum(a, va), a)
+    elif KIND == 3:
+        a = tl.where(m, minimum(a, va), a)
+    elif KIND == 4:
+        na, nb = argmax_combine(a, b, va, vb)
+        a = tl.where(m, na, a)
+        b = tl.where(m, nb, b)
+    elif KIND == 5:
+        na, nb = argmin_combine(a, b, va, vb)
+        a = tl.where(m, na, a)
+        b = tl.where(m, nb, b)
+    elif KIND == 6:
+        a = tl.where(m, minimum(a, va), a)
+        b = tl.where(m, maximum(b, vb), b)
+    elif KIND == 7:
+        na, nb, nc = _welford_combine(a, b, c, va, vb, vc)
+        a = tl.where(m, na, a)
+        b = tl.where(m, nb, b)
+        c = tl.where(m, nc, c)
+    elif KIND == 8:
+        na, nb = _lse_combine(a, b, va, vb)
+        a = tl.where(m, na, a)
+        b = tl.where(m, nb, b)
+    else:
+        a = tl.where(m, a + va, a)
+        b = tl.where(m, b + vb, b)
+    return a, b, c
+
+
+@jit
+def _lanes(a, b, c, AXIS: tl.constexpr, KIND: tl.constexpr):
+    """Combine the lane states across ``AXIS`` (the final tree of the reduction)."""
+    if KIND == 0:
+        ra = tl.sum(a, AXIS)
+        rb = ra
+        rc = ra
+    elif KIND == 1:
+        ra = tl.reduce(a, AXIS, _mul_combine)
+        rb = ra
+        rc = ra
+    elif KIND == 2:
+        ra = nan_max(a, AXIS)
+        rb = ra
+        rc = ra
+    elif KIND == 3:
+        ra = nan_min(a, AXIS)
+        rb = ra
+        rc = ra
+    elif KIND == 4:
+        ra, rb = nan_argmax(a, b, AXIS)
+        rc = ra
+    elif KIND == 5:
+        ra, rb = nan_argmin(a, b, AXIS)
+        rc = ra
+    elif KIND == 6:
+        ra, rb = tl.reduce((a, b), AXIS, _minmax_combine)
+        rc = ra
+    elif KIND == 7:
+        ra, rb, rc = tl.reduce((a, b, c), AXIS, _welford_combine)
+    elif KIND == 8:
+        ra, rb = tl.reduce((a, b), AXIS, _lse_combine)
+        rc = ra
+    else:
+        ra, rb = tl.reduce((a, b), AXIS, _sum_pair)
+        rc = ra
+    return ra, rb, rc
+
+
+@jit
+def _finish(ra, rb, rc, n_total, p, corr, FIN: tl.constexpr, ACC: tl.constexpr):
+    """The op's outputs from the combined state: ``(result, second result)``."""
+    if FIN == 1:
+        res = ra / _as(n_total, ACC)
+    elif FIN == 2:
+        res = tl.sqrt_rn(ra)
+    elif FIN == 3:
+        res = tl.exp2(tl.log2(ra) / _as(p, ACC))
+    elif FIN == 4 or FIN == 5:
+        # PyTorch: divisor max(N - correction, 0); M2 / 0 gives inf, 0 / 0 NaN.
+        div = tl.maximum(rc - _as(corr, ACC), 0.0)
+        res = rb / div
+        if FIN == 5:
+            res = tl.sqrt_rn(res)
+    elif FIN == 6:
+        res = ra + tl.log(rb)
+    elif FIN == 7:
+        res = ra / rb
+    else:
+        res = ra
+    if FIN == 4 or FIN == 5:
+        res2 = ra
+    else:
+        res2 = rb
+    return res, res2
+
+
+@jit
+def _init_state(KIND: tl.constexpr, IDENT: tl.constexpr, IDENT2: tl.constexpr, ACC: tl.constexpr,
+                S0: tl.constexpr, S1: tl.constexpr):
+    a = tl.full([S0, S1], IDENT, ACC)
+    if KIND == 4 or KIND == 5:
+        b = tl.full([S0, S1], IDENT2, tl.int64)
+    else:
+        b = tl.full([S0, S1], IDENT2, ACC)
+    c = tl.zeros([S0, S1], ACC)
+    return a, b, c
+
+
+@jit
+def _load_states(x_ptr, x1_ptr, x2_ptr, off, m, KIND: tl.constexpr):
+    """Partial states written by a STAGE-1 launch (workspace already in the accumulation dtype)."""
+    va = tl.load(x_ptr + off, mask=m)
+    if KIND == 4 or KIND == 5 or KIND == 6 or KIND == 7 or KIND == 8 or KIND == 9:
+        vb = tl.load(x1_ptr + off, mask=m)
+    else:
+        vb = va
+    if KIND == 7:
+        vc = tl.load(x2_ptr + off, mask=m)
+    else:
+        vc = va
+    return va, vb, vc
+
+
+@jit
+def _store_states(w0_ptr, w1_ptr, w2_ptr, off, m, ra, rb, rc, KIND: tl.constexpr):
+    tl.store(w0_ptr + off, ra, mask=m)
+    if KIND == 4 or KIND == 5 or KIND == 6 or KIND == 7 or KIND == 8 or KIND == 9:
+        tl.store(w1_ptr + off, rb, mask=m)
+    if KIND == 7:
+        tl.store(w2_ptr + off, rc, mask=m)
+
+
+@jit
+def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2_ptr,
+                        O, R, chunk, n_total, sxo, sxr, syo, sy2o, p, corr,
+                        KIND: tl.constexpr, PRE: tl.constexpr, FIN: tl.constexpr, STAGE: tl.constexpr,
+                        HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr,
+                        IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
+    """Reduce ``x[o, r]`` (offset ``o * sxo + r * sxr``) over r for BLOCK_M rows o; program axis 1 picks the
+    chunk ``[sid * chunk, (sid + 1) * chunk)`` of r (one chunk unless the reduction is split).
+
+    STAGE 0 writes the outputs, STAGE 1 the partial states ``w[o, sid]``, STAGE 2 reads states
+    ``x[o, r]`` (from ``x_ptr``, ``x1_ptr``, ``x2_ptr``) instead of raw elements."""
+    pid = tl.program_id(0)
+    sid = tl.program_id(1)
+    rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < O
+    lanes = tl.arange(0, BLOCK_R)
+    r_lo = sid.to(tl.int64) * chunk
+    a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_M, BLOCK_R)
+    row_off = rows[:, None] * sxo
+    for r0 in range(0, chunk, BLOCK_R):
+        r = r_lo + r0 + lanes
+        m = row_ok[:, None] & (r < R)[None, :]
+        off = row_off + r[None, :] * sxr
+        if STAGE == 2:
+            va, vb, vc = _load_states(x_ptr, x1_ptr, x2_ptr, off, m, KIND)
+        else:
+            raw = tl.load(x_ptr + off, mask=m)
+            idx = tl.broadcast_to(r[None, :], [BLOCK_M, BLOCK_R])
+            va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
+        a, b, c = _combine(a, b, c, va, vb, vc, m, KIND)
+    ra, rb, rc = _lanes(a, b, c, 1, KIND)
+    if STAGE == 1:
+        _store_states(w0_ptr, w1_ptr, w2_ptr, rows * tl.num_programs(1) + sid, row_ok, ra, rb, rc, KIND)
+    else:
+        res, res2 = _finish(ra, rb, rc, n_total, p, corr, FIN, ACC)
+        if HAS_Y:
+            tl.store(y_ptr + rows * syo, convert(res, y_ptr.dtype.element_ty), mask=row_ok)
+        if HAS_Y2:
+            tl.store(y2_ptr + rows * sy2o, convert(res2, y2_ptr.dtype.element_ty), mask=row_ok)
+
+
+@jit
+def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2_ptr,
+                        I, R, chunk, n_total, sxo, sxr, sxi, syo, syi, sy2o, sy2i, p, corr,
+                        KIND: tl.constexpr, PRE: tl.constexpr, FIN: tl.constexpr, STAGE: tl.constexpr,
+                        HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr,
+                        IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
+    """Reduce ``x[o, r, i]`` over r for one o and BLOCK_I consecutive i (lanes along i: coalesced when
+    ``sxi == 1``); program axis 0 enumerates (o, i-block), axis 1 the chunk of r as in the rows kernel.
+    STAGE 1 writes states to ``w[o, sid, i]``."""
+    pid = tl.program_id(0)
+    sid = tl.program_id(1)
+    nib = tl.cdiv(I, BLOCK_I)
+    o = (pid // nib).to(tl.int64)
+    cols = (pid % nib).to(tl.int64) * BLOCK_I + tl.arange(0, BLOCK_I)
+    col_ok = cols < I
+    lanes = tl.arange(0, BLOCK_R)
+    r_lo = sid.to(tl.int64) * chunk
+    a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_R, BLOCK_I)
+    col_off = o * sxo + cols[None, :] * sxi
+    for r0 in range(0, chunk, BLOCK_R):
+        r = r_lo + r0 + lanes
+        m = (r < R)[:, None] & col_ok[None, :]
+        off = col_off + r[:, None] * sxr
+        if STAGE == 2:
+            va, vb, vc = _load_states(x_ptr, x1_ptr, x2_ptr, off, m, KIND)
+        else:
+            raw = tl.load(x_ptr + off, mask=m)
+            idx = tl.broadcast_to(r[:, None], [BLOCK_R, BLOCK_I])
+            va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
+        a, b, c = _combine(a, b, c, va, vb, vc, m, KIND)
+    ra, rb, rc = _lanes(a, b, c, 0, KIND)
+    if STAGE == 1:
+        _store_states(w0_ptr, w1_ptr, w2_ptr, (o * tl.num_programs(1) + sid) * I + cols, col_ok, ra, rb, rc, KIND)
+    else:
+        res, res2 = _finish(ra, rb, rc, n_total, p, corr, FIN, ACC)
+        if HAS_Y:
+            tl.store(y_ptr + o * syo + cols * syi, convert(res, y_ptr.dtype.element_ty), mask=col_ok)
+        if HAS_Y2:
+            tl.store(y2_ptr + o * sy2o + cols * sy2i, convert(res2, y2_ptr.dtype.element_ty), mask=col_ok)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Host side of the kernels
+# ---------------------------------------------------------------------------------------------------------
+def acc_dtype(kind: int, d: DType) -> DType:
+    """The dtype a reduction of ``kind`` accumulates ``d`` in: float32 for float16/bfloat16/float32, float64
+    for float64; int64 for integers and bool (int32 for the 0/1 states of all/any)."""
+    if d.kind == T.KIND_FLOAT:
+        return T.float64 if d is T.float64 else T.float32
+    return T.int64
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _tmp_like_groups(o: Tensor, groups) -> Tensor:
+    """A new tensor of ``o``'s shape and dtype laid out in the canonical order of ``groups`` (outer, reduced,
+    inner, then the size-1 dims), so that its kept groups collapse."""
+    order = [d for g in groups for d in g]
+    order += [d for d in range(o.ndim) if d not in order]
+    inv = [order.index(d) for d in range(o.ndim)]
+    return new_empty([o.shape[d] for d in order], o.dtype, o.device).permute(*inv) if o.ndim else \
+        new_empty((), o.dtype, o.device)
+
+
+def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Tensor | None, *, kind: int,
+                     pre: int = P_NONE, fin: int = F_NONE, p: float = 0.0, corr: float = 0.0,
+                     acc: DType | None = None, loadt: DType | None = None, op: str = "reduce") -> None:
+    """Run a reduction of ``x`` over ``dims`` into ``y`` (and ``y2``) with the Triton kernels.
+
+    Args:
+        x: the input (any strides, >= 1 element).
+        dims: reduced dims (sorted; the reduced extent must be > 0).
+        y, y2: outputs of ``x``'s rank with size 1 at ``dims`` (``keepdim`` views), or ``None``.
+        kind, pre, fin: the state kind, per-element transform and finalisation (module constants).
+        p, corr: the norm's order and the variance's correction.
+        acc, loadt: accumulation dtype and the dtype raw elements are converted to first (default
+            :func:`acc_dtype`).
+        op: the name used for config lookups and messages.
+    """
+    dev = x.device
+    nd = x.ndim
+    flags = [d in dims for d in range(nd)]
+    can = canonical3(x.shape, x.stride(), flags)
+    if can is None:  # kept groups interleave reduced ones in memory: copy to (kept..., reduced...)
+        perm = [d for d in range(nd) if not flags[d]] + list(dims)
+        x = x.permute(*perm).contiguous()
+        y = y.permute(*perm) if y is not None else None
+        y2 = y2.permute(*perm) if y2 is not None else None
+        flags = [flags[d] for d in perm]
+        can = canonical3(x.shape, x.stride(), flags)
+        assert can is not None
+    (O, R, I), (sxo, sxr, sxi), groups = can
+    acc = acc or acc_dtype(kind, x.dtype)
+    loadt = loadt or acc
+    outs = []
+    for t in (y, y2):
+        if t is None:
+            outs.append((None, None, 0, 0))
+            continue
+        so, si = collapse_dims(t.shape, t.stride(), groups[0]), collapse_dims(t.shape, t.stride(), groups[2])
+        if so is None or si is None:
+            tmp = _tmp_like_groups(t, groups)
+            so, si = collapse_dims(tmp.shape, tmp.stride(), groups[0]), collapse_dims(tmp.shape, tmp.stride(),
+                                                                                      groups[2])
+            outs.append((tmp, t, so, si))
+        else:
+            outs.append((t, None, so, si))
+    (ya, ycopy, syo, syi), (y2a, y2copy, sy2o, sy2i) = outs
+    any_out = ya if ya is not None else y2a
+    ident, ident2 = _identities(kind, acc)
+    consts = dict(KIND=kind, PRE=pre, FIN=fin, HAS_Y=ya is not None, HAS_Y2=y2a is not None,
+                  LOADT=TL_DTYPES[loadt.name], ACC=TL_DTYPES[acc.name], IDENT=ident, IDENT2=ident2)
+    if I == 1:
+        cfg = launch_config("reduce_rows", dev, dtypes=(x.dtype,), rows=O, cols=R)
+        base = _cdiv(O, cfg["BLOCK_M"])
+    else:
+        cfg = launch_config("reduce_cols", dev, dtypes=(x.dtype,), rows=R, cols=I)
+        base = O * _cdiv(I, cfg["BLOCK_I"])
+    target, min_chunk = cfg.pop("target_programs", 0), cfg.pop("min_chunk", 1)
+    split = 1
+    if base < target and R > min_chunk:
+        split = min(_cdiv(target, base), _cdiv(R, min_chunk), 65535)
+    chunk = _cdiv(_cdiv(R, split), cfg["BLOCK_R"]) * cfg["BLOCK_R"]
+    split = _cdiv(R, chunk)
+    ya_, y2a_ = (ya if ya is not None else any_out), (y2a if y2a is not None else any_out)
+    if split == 1:
+        _launch_stage(x, x, x, ya_, y2a_, (x, x, x), (O, R, I), (sxo, sxr, sxi), (syo, syi, sy2o, sy2i), chunk,
+                      R, split, cfg, consts, stage=0, p=p, corr=corr)
+    else:
+        ws_dt = [acc, T.int64 if kind in (K_ARGMAX, K_ARGMIN) else acc, acc]
+        ws = [new_empty((O, split, I), d, dev) for d in ws_dt]
+        _launch_stage(x, x, x, ya_, y2a_, ws, (O, R, I), (sxo, sxr, sxi), (syo, syi, sy2o, sy2i), chunk, R, split,
+                      cfg, consts, stage=1, p=p, corr=corr)
+        # second stage: reduce the (O, split, I) states with the kernel that fits I
+        if I == 1:
+            cfg2 = launch_config("reduce_rows", dev, dtypes=(acc,), rows=O, cols=split)
+        else:
+            cfg2 = launch_config("reduce_cols", dev, dtypes=(acc,), rows=split, cols=I)
+        cfg2.pop("target_programs", None)
+        cfg2.pop("min_chunk", None)
+        chunk2 = _cdiv(split, cfg2["BLOCK_R"]) * cfg2["BLOCK_R"]
+        _launch_stage(ws[0], ws[1], ws[2], ya_, y2a_, ws, (O, split, I), (split * I, I, 1), (syo, syi, sy2o, sy2i),
+                      chunk2, R, 1, cfg2, consts, stage=2, p=p, corr=corr)
+    if ycopy is not None:
+        ycopy.copy_(ya)
+    if y2copy is not None:
+        y2copy.copy_(y2a)
+
+
+def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, cfg, consts, *, stage, p, corr):
+    O, R, I = sizes
+    sxo, sxr, sxi = sx
+    syo, syi, sy2o, sy2i = sy
+    meta = dict(cfg)
+    meta.update(consts)
+    meta["STAGE"] = stage
+    if I == 1:
+        grid = (_cdiv(O, meta["BLOCK_M"]), split)
+        launch(_reduce_rows_kernel, grid, x0, x1, x2, y, y2, ws[0], ws[1], ws[2], O, R, chunk, n_total, sxo, sxr,
+               syo, sy2o, float(p), float(corr), **meta)
+    else:
+        grid = (O * _cdiv(I, meta["BLOCK_I"]), split)
+        launch(_reduce_cols_kernel, grid, x0, x1, x2, y, y2, ws[0], ws[1], ws[2], I, R, chunk, n_total, sxo, sxr,
+               sxi, syo, syi, sy2o, sy2i, float(p), float(corr), **meta)
+
+
+def _identities(kind: int, acc: DType):
+    f = acc.kind == T.KIND_FLOAT
+    bits = acc.itemsize * 8
+    lo = float("-inf") if f else -(2 ** (bits - 1))
+    hi = float("inf") if f else 2 ** (bits - 1) - 1
+    zero = 0.0 if f else 0
+    return {K_SUM: (zero, zero), K_NANMEAN: (zero, zero), K_WELFORD: (zero, zero), K_PROD: (1.0 if f else 1, zero),
+            K_MAX: (lo, zero), K_MIN: (hi, zero), K_ARGMAX: (lo, _BIG_INDEX), K_ARGMIN: (hi, _BIG_INDEX),
+            K_MINMAX: (hi, lo), K_LSE: (float("-inf"), 0.0)}[kind]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CPU implementations (NumPy, in the kernels' accumulation dtypes)
+# ---------------------------------------------------------------------------------------------------------
+def _np_acc(d: DType) -> DType:
+    if d.kind == T.KIND_FLOAT:
+        return T.float64 if d is T.float64 else T.float32
+    return T.int64
+
+
+def _last(a: np.ndarray, dims) -> np.ndarray:
+    """``a`` with the reduced dims moved last and flattened: a C-contiguous ``(kept..., K)`` array, so NumPy
+    reduces contiguous rows (pairwise summation for floats)."""
+    if a.ndim == 0:
+        return a.reshape(1)
+    kept = [d for d in range(a.ndim) if d not in dims]
+    k = numel([a.shape[d] for d in dims])
+    return np.ascontiguousarray(np.transpose(a, kept + list(dims))).reshape([a.shape[d] for d in kept] + [k])
+
+
+def _rows(x: Tensor, dims, acc: DType) -> np.ndarray:
+    a = host_view(x)
+    if x.dtype is not acc:
+        a = cast_array(a, x.dtype, acc)
+    return _last(a, dims)
+
+
+def _write(y: Tensor, vals, src: DType) -> None:
+    """Write the reduced values (kept-dims shape, dtype ``src``) into keepdim-shaped ``y``."""
+    v = np.asarray(vals).reshape(y.shape)
+    host_view(y)[...] = cast_array(v, src, y.dtype) if src is not y.dtype else v
+
+
+def _cpu_simple(x: Tensor, dims, y: Tensor, *, how: str, p: float = 0.0) -> None:
+    if how in ("all", "any", "count_nonzero", "norm0"):
+        nz = _last(np.asarray(host_view(x) != 0), dims)
+        if how == "all":
+            _write(y, nz.all(axis=-1), T.bool_)
+        elif how == "any":
+            _write(y, nz.any(axis=-1), T.bool_)
+        else:
+            acc = T.int64 if how == "count_nonzero" else _np_acc(x.dtype)
+            _write(y, np.add.reduce(nz, axis=-1, dtype=acc.numpy), acc)
+        return
+    acc = _np_acc(x.dtype)
+    a = _rows(x, dims, acc)
+    t = acc.numpy.type
+    with np.errstate(all="ignore"):
+        if how == "sum":
+            r = np.add.reduce(a, axis=-1)
+        elif how == "nansum":
+            r = np.add.reduce(np.where(np.isnan(a), t(0), a) if acc.kind == T.KIND_FLOAT else a, axis=-1)
+        elif how == "mean":
+            r = np.add.reduce(a, axis=-1) / t(a.shape[-1])
+        elif how == "nanmean":
+            ok = ~np.isnan(a)
+            r = np.add.reduce(np.where(ok, a, t(0)), axis=-1) / np.add.reduce(ok, axis=-1, dtype=acc.numpy)
+        elif how == "prod":
+            r = np.multiply.reduce(a, axis=-1)
+        elif how in ("amax", "norminf"):
+            r = np.max(np.abs(a) if how == "norminf" else a, axis=-1)
+        elif how in ("amin", "normninf"):
+            r = np.min(np.abs(a) if how == "normninf" else a, axis=-1)
+        elif how == "logsumexp":
+            m = np.max(a, axis=-1, keepdims=True)
+            ms = np.where(np.isfinite(m), m, t(0))
+            r = np.log(np.add.reduce(np.exp(a - ms), axis=-1)) + ms[..., 0]
+        elif how == "norm1":
+            r = np.add.reduce(np.abs(a), axis=-1)
+        elif how == "norm2":
+            r = np.sqrt(np.add.reduce(a * a, axis=-1))
+        elif how == "normp":
+            r = np.power(np.add.reduce(np.power(np.abs(a), t(p)), axis=-1), t(1.0 / p))
+        else:
+            fail(f"reduction cpu: unknown reduction {how!r}", ValueError)
+    _write(y, np.asarray(r, dtype=acc.numpy), acc)
+
+
+def _cpu_var(x: Tensor, dims, y: Tensor | None, y2: Tensor | None, *, corr: float, take_sqrt: bool) -> None:
+    """Two passes over each row (mean, then the sum of squared deviations) in the accumulation dtype."""
+    acc = _np_acc(x.dtype)
+    a = _rows(x, dims, acc)
+    t = acc.numpy.type
+    n = a.shape[-1]
+    with np.errstate(all="ignore"):
+        mean = np.add.reduce(a, axis=-1) / t(n)
+        d = a - mean[..., None]
+        var = np.add.reduce(d * d, axis=-1) / t(max(n - corr, 0.0))
+        if take_sqrt:
+            var = np.sqrt(var)
+    if y is not None:
+        _write(y, np.asarray(var, dtype=acc.numpy), acc)
+    if y2 is not None:
+        _write(y2, np.asarray(mean, dtype=acc.numpy), acc)
+
+
+def _cpu_arg(x: Tensor, dims, y: Tensor | None, yi: Tensor | None, *, largest: bool) -> None:
+    """Values and first-occurrence indices of the extreme over the reduced dims; NaN is the extreme."""
+    acc = _np_acc(x.dtype)
+    a = _rows(x, dims, acc)
+    if acc.kind == T.KIND_FLOAT:
+        nan = np.isnan(a)
+        key = np.where(nan, -np.inf, a)
+        idx = np.argmax(key, axis=-1) if largest else np.argmin(np.where(nan, np.inf, a), axis=-1)
+        idx = np.where(nan.any(axis=-1), np.argmax(nan, axis=-1), idx)
+    else:
+        idx = np.argmax(a, axis=-1) if largest else np.argmin(a, axis=-1)
+    if y is not None:
+        _write(y, np.take_along_axis(a, idx[..., None], axis=-1)[..., 0], acc)
+    if yi is not None:
+        _write(yi, idx.astype(np.int64), T.int64)
+
+
+def _cpu_aminmax(x: Tensor, dims, ymin: Tensor, ymax: Tensor) -> None:
+    acc = _np_acc(x.dtype)
+    a = _rows(x, dims, acc)
+    _write(ymin, np.min(a, axis=-1), acc)
+    _write(ymax, np.max(a, axis=-1), acc)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Triton implementations (same contract as the cpu ones)
+# ---------------------------------------------------------------------------------------------------------
+_SIMPLE = {  # how -> (kind, pre, fin)
+    "sum": (K_SUM, P_NONE, F_NONE), "nansum": (K_SUM, P_NAN_TO_ZERO, F_NONE), "mean": (K_SUM, P_NONE, F_DIV_N),
+    "nanmean": (K_NANMEAN, P_NONE, F_RATIO), "prod": (K_PROD, P_NONE, F_NONE), "amax": (K_MAX, P_NONE, F_NONE),
+    "amin": (K_MIN, P_NONE, F_NONE), "all": (K_MIN, P_NONZERO, F_NONE), "any": (K_MAX, P_NONZERO, F_NONE),
+    "count_nonzero": (K_SUM, P_NONZERO, F_NONE), "logsumexp": (K_LSE, P_NONE, F_LSE),
+    "norm0": (K_SUM, P_NONZERO, F_NONE), "norm1": (K_SUM, P_ABS, F_NONE), "norm2": (K_SUM, P_SQUARE, F_SQRT),
+    "norminf": (K_MAX, P_ABS, F_NONE), "normninf": (K_MIN, P_ABS, F_NONE), "normp": (K_SUM, P_POW, F_ROOT_P),
+}
+
+
+def _triton_simple(x: Tensor, dims, y: Tensor, *, how: str, p: float = 0.0) -> None:
+    kind, pre, fin = _SIMPLE[how]
+    if how == "nansum" and x.dtype.kind != T.KIND_FLOAT:
+        pre = P_NONE
+    acc = loadt = acc_dtype(kind, x.dtype)
+    if how in ("all", "any", "count_nonzero"):
+        # compare in a dtype that keeps zero-ness exactly, count in int32 (0/1 states) or int64
+        loadt = acc_dtype(K_SUM, x.dtype)
+        acc = T.int64 if how == "count_nonzero" else T.int32
+    launch_reduction(x, dims, y, None, kind=kind, pre=pre, fin=fin, p=p, acc=acc, loadt=loadt, op=how)
+
+
+def _triton_var(x: Tensor, dims, y: Tensor | None, y2: Tensor | None, *, corr: float, take_sqrt: bool) -> None:
+    launch_reduction(x, dims, y, y2, kind=K_WELFORD, fin=F_STD if take_sqrt else F_VAR, corr=corr, op="var")
+
+
+def _triton_arg(x: Tensor, dims, y: Tensor | None, yi: Tensor | None, *, largest: bool) -> None:
+    launch_reduction(x, dims, y, yi, kind=K_ARGMAX if largest else K_ARGMIN, op="argmax")
+
+
+def _triton_aminmax(x: Tensor, dims, ymin: Tensor, ymax: Tensor) -> None:
+    launch_reduction(x, dims, ymin, ymax, kind=K_MINMAX, op="aminmax")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Oracles: float64 NumPy (int64 for integer sums and products), called with the public arguments
+# ---------------------------------------------------------------------------------------------------------
+def _o_in(a: np.ndarray, dtype=None) -> np.ndarray:
+    """The input as float64 (int64 for integers and bool), after ``dtype=`` when given."""
+    a = np.asarray(a)
+    if dtype is not None:
+        a = cast_array(a, T.dtype_from(a.dtype), T.dtype_from(dtype))
+    if a.dtype.kind in "biu":
+        return a.astype(np.int64)
+    return a.astype(np.float64)
+
+
+def _o_dims(a: np.ndarray, dim, allow_tuple=True) -> tuple:
+    return reduce_dims(dim, a.ndim, "oracle", allow_tuple=allow_tuple)
+
+
+def _o_shape(r: np.ndarray, a: np.ndarray, dims, keepdim: bool) -> np.ndarray:
+    return np.asarray(r).reshape(_out_shape(a.shape, dims, keepdim))
+
+
+def _oracle_simple(how: str):
+    def oracle(a: np.ndarray, dim=None, keepdim=False, dtype=None, **params):
+        x = _o_in(a, dtype)
+        dims = _o_dims(a, dim)
+        ax = tuple(dims)
+        with np.errstate(all="ignore"):
+            if how == "sum":
+                r = np.sum(x, axis=ax)
+            elif how == "nansum":
+                r = np.nansum(x, axis=ax) if x.dtype.kind == "f" else np.sum(x, axis=ax)
+            elif how == "mean":
+                r = np.sum(x, axis=ax) / float(numel([a.shape[d] for d in ax]))
+            elif how == "nanmean":
+                r = np.nansum(x, axis=ax) / np.sum(~np.isnan(x), axis=ax)
+            elif how == "prod":
+                r = np.prod(x, axis=ax)
+            elif how == "amax":
+                r = np.max(x, axis=ax)
+            elif how == "amin":
+                r = np.min(x, axis=ax)
+            elif how == "all":
+                r = np.all(x != 0, axis=ax)
+            elif how == "any":
+                r = np.any(x != 0, axis=ax)
+            elif how == "count_nonzero":
+                r = np.sum(x != 0, axis=ax).astype(np.int64)
+            elif how == "logsumexp":
+                x = x.astype(np.float64)
+                m = np.max(x, axis=ax, keepdims=True)
+                ms = np.where(np.isfinite(m), m, 0.0)
+                r = np.log(np.sum(np.exp(x - ms), axis=ax, keepdims=True)) + ms
+            else:
+                fail(f"oracle: unknown reduction {how!r}", ValueError)
+        return _o_shape(r, a, dims, keepdim)
+    return oracle
+
+
+def _oracle_norm(a: np.ndarray, ord=2, dim=None, keepdim=False, dtype=None, p=None, **params) -> np.ndarray:
+    if p is not None:
+        ord = 2 if p == "fro" else p
+    x = np.abs(_o_in(a, dtype).astype(np.float64))
+    dims = _o_dims(a, dim)
+    with np.errstate(all="ignore"):
+        if ord == 0:
+            r = np.sum(x != 0, axis=dims).astype(np.float64)
+        elif ord == math.inf:
+            r = np.max(x, axis=dims)
+        elif ord == -math.inf:
+            r = np.min(x, axis=dims)
+        else:
+            r = np.sum(x ** float(ord), axis=dims) ** (1.0 / float(ord))
+    return _o_shape(r, a, dims, keepdim)
+
+
+def _oracle_var(take_sqrt: bool, with_mean: bool):
+    def oracle(a: np.ndarray, dim=None, keepdim=False, correction=None, unbiased=None, **params):
+        corr = 1.0 if correction is None and unbiased is None else \
+            (float(correction) if correction is not None else float(bool(unbiased)))
+        x = _o_in(a).astype(np.float64)
+        dims = _o_dims(a, dim)
+        n = numel([a.shape[d] for d in dims])
+        with np.errstate(all="ignore"):
+            mean = np.mean(x, axis=dims, keepdims=True)
+            v = np.sum((x - mean) ** 2, axis=dims, keepdims=True) / max(n - corr, 0.0)
+            if take_sqrt:
+                v = np.sqrt(v)
+        v, mean = _o_shape(v, a, dims, keepdim), _o_shape(mean, a, dims, keepdim)
+        return (v, mean) if with_mean else v
+    return oracle
+
+
+def _oracle_arg(largest: bool, with_values: bool):
+    def oracle(a: np.ndarray, dim=None, keepdim=False, **params):
+        x = _o_in(a)
+        if dim is None:  # flat index in logical (row-major) order
+            flat = x.reshape(-1)
+            idx = np.argmax(flat) if largest else np.argmin(flat)  # first occurrence; the first NaN wins
+            shape = (1,) * a.ndim if keepdim else ()
+            return np.asarray(idx, dtype=np.int64).reshape(shape)
+        dims = _o_dims(a, dim, allow_tuple=False)
+        if not dims:
+            idx, vals = np.zeros(a.shape, np.int64), x
+        else:
+            d = dims[0]
+            idx = np.argmax(x, axis=d) if largest else np.argmin(x, axis=d)
+            vals = np.take_along_axis(x, np.expand_dims(idx, d), axis=d)
+            idx, vals = _o_shape(idx, a, dims, keepdim).astype(np.int64), _o_shape(vals, a, dims, keepdim)
+        return (vals, idx) if with_values else idx
+    return oracle
+
+
+def _oracle_aminmax(a: np.ndarray, dim=None, keepdim=False, **params):
+    x = _o_in(a)
+    dims = _o_dims(a, dim, allow_tuple=False)
+    return (_o_shape(np.min(x, axis=dims), a, dims, keepdim), _o_shape(np.max(x, axis=dims), a, dims, keepdim))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Drivers: argument checks, dtypes, outputs, empty reductions; then the device implementation
+# ---------------------------------------------------------------------------------------------------------
+def _check_input(x, fn: str, name: str = "input") -> None:
+    check(isinstance(x, Tensor), lambda: f"{fn}(): argument '{name}' (position 1) must be Tensor, not "
+          f"{type(x).__name__}", TypeError)
+
+
+def _refuse(d: DType, fn: str, allowed) -> None:
+    check(d in allowed, lambda: f"{fn}: \"{fn}\" not implemented for '{dispatch.torch_dtype_name(d)}' ({d.name}); "
+          f"supported dtypes: {[a.name for a in allowed]}", NotImplementedError)
+
+
+def _new_out(out, shape, dtype: DType, dev, fn: str, *, exact: bool) -> tuple[Tensor, Tensor]:
+    """(tensor returned to the caller, tensor the implementation writes): the same, unless ``out=`` has another
+    dtype (allowed where PyTorch allows it: ``exact=False``); then a temporary of ``dtype`` copied over after."""
+    if out is not None and exact and isinstance(out, Tensor):
+        check(out.dtype is dtype, lambda: f"{fn}: Expected out tensor to have dtype {dtype.name}, but got "
+              f"{out.dtype.name} instead")
+    o = dispatch.resolve_out(out, shape, dtype, dev, fn)
+    return o, (o if o.dtype is dtype else new_empty(shape, dtype, dev))
+
+
+def _finish_out(o: Tensor, work: Tensor) -> Tensor:
+    if work is not o:
+        o.copy_(work)
+    return o
+
+
+def _compute_input(x: Tensor, cd: DType) -> Tensor:
+    """``x`` as the op computes it (``dtype=`` converts the input first, as PyTorch). No copy when the kernel's
+    load already widens exactly into the same accumulation dtype (float16 -> float32, int32 -> int64 ...)."""
+    if cd is x.dtype:
+        return x
+    same_kind = x.dtype.kind == cd.kind or (x.dtype.kind in _INT_LIKE and cd.kind in _INT_LIKE)
+    if same_kind and x.dtype.itemsize <= cd.itemsize and acc_dtype(K_SUM, x.dtype) is acc_dtype(K_SUM, cd) \
+            and x.dtype not in BARE_UINTS and x.dtype.kind != T.KIND_BOOL and cd.kind != T.KIND_BOOL:
+        return x
+    return x.to(cd)
+
+
+def _empty_reduced(x: Tensor, dims) -> bool:
+    return any(x.shape[d] == 0 for d in dims)
+
+
+def _run(name: str, x: Tensor, dims, outs, **params) -> None:
+    registry.impl(name, x.device.type)(x, dims, *outs, **params)
+
+
+def _simple_driver(how: str, *, result, allowed, identity=None, exact_out=False, has_dtype=True, no_identity=False):
+    """The driver of a single-output reduction over int/tuple/None dims (``extra["driver"]``)."""
+    def driver(rec, args, *, out=None, inplace=None):
+        fn = rec.name
+        x = args["input"]
+        _check_input(x, fn)
+        dim = args.get("dim")
+        dims = reduce_dims(dim, x.ndim, fn, allow_tuple=rec.extra["dim_mode"] != "single_or_none")
+        keepdim = bool(args.get("keepdim", False))
+        dt = args.get("dtype") if has_dtype else None
+        _refuse(x.dtype, fn, allowed)
+        res_dt = result(x.dtype, dt, fn)
+        shape = _out_shape(x.shape, dims, keepdim)
+        o, work = _new_out(out, shape, res_dt, x.device, fn, exact=exact_out)
+        dispatch.check_no_partial_overlap(o, x, fn)
+        if numel(shape) == 0:
+            return o
+        if _empty_reduced(x, dims):
+            check(not no_identity, lambda: f"{fn}(): Expected reduction dim "
+                  f"{next(d for d in dims if x.shape[d] == 0)} to have non-zero size.", IndexError)
+            work.fill_(identity)
+            return _finish_out(o, work)
+        cd = dt if dt is not None else (res_dt if res_dt.kind == T.KIND_FLOAT else x.dtype)
+        _run(rec.name, _compute_input(x, cd), dims, (_keep_view(work, dims, keepdim, x.ndim),), how=how)
+        return _finish_out(o, work)
+    return driver
+
+
+# dtype rules (result dtype of a call) ---------------------------------------------------------------------
+def _sum_result(d: DType, dt: DType | None, fn: str) -> DType:
+    if dt is not None:
+        return dt
+    return T.int64 if d.kind in _INT_LIKE else d
+
+
+def _same_result(d: DType, dt: DType | None, fn: str) -> DType:
+    return d
+
+
+def _float_result(d: DType, dt: DType | None, fn: str) -> DType:
+    r = dt if dt is not None else d
+    check(r.kind == T.KIND_FLOAT, lambda: f"{fn}(): could not infer output dtype. Input dtype must be either a "
+          f"floating point or complex dtype. Got: {dispatch.torch_dtype_name(r)}")
+    return r
+
+
+def _lse_result(d: DType, dt: DType | None, fn: str) -> DType:
+    return d if d.kind == T.KIND_FLOAT else get_default_dtype()
+
+
+def _bool_result(d: DType, dt: DType | None, fn: str) -> DType:
+    return T.uint8 if d is T.uint8 else T.bool_
+
+
+def _int64_result(d: DType, dt: DType | None, fn: str) -> DType:
+    return T.int64
+
+
+_ALL_NUM = (T.bool_,) + INTS + BARE_UINTS + FLOATS
+_ORDERED = (T.bool_,) + INTS + FLOATS
+
+
+# var / std ------------------------------------------------------------------------------------------------
+def _correction(fn: str, dim, unbiased, correction):
+    if isinstance(dim, bool):  # the var(input, unbiased) overload
+        check(unbiased is None, lambda: f"{fn}(): got multiple values for argument 'unbiased'", TypeError)
+        unbiased, dim = dim, None
+    check(unbiased is None or correction is None, lambda: f"{fn}(): pass either 'unbiased' or 'correction', not "
+          "both", TypeError)
+    if correction is not None:
+        return dim, float(correction)
+    return dim, 1.0 if unbiased is None else float(bool(unbiased))
+
+
+def _var_driver(take_sqrt: bool, with_mean: bool):
+    def driver(rec, args, *, out=None, inplace=None):
+        fn = rec.name
+        x = args["input"]
+        _check_input(x, fn)
+        dim, corr = _correction(fn, args.get("dim"), args.get("unbiased"), args.get("correction"))
+        dims = reduce_dims(dim, x.ndim, fn)
+        keepdim = bool(args.get("keepdim", False))
+        check(x.dtype.kind == T.KIND_FLOAT, lambda: f"{fn}: std and var only support floating point and complex "
+              f"dtypes, got {dispatch.torch_dtype_name(x.dtype)}")
+        shape = _out_shape(x.shape, dims, keepdim)
+        if with_mean:
+            ov = wv = new_empty(shape, x.dtype, x.device)
+            m = new_empty(shape, x.dtype, x.device)
+        else:
+            ov, wv = _new_out(out, shape, x.dtype, x.device, fn, exact=False)
+            m = None
+        if numel(shape):
+            if _empty_reduced(x, dims):
+                wv.fill_(float("nan"))
+                if m is not None:
+                    m.fill_(float("nan"))
+            else:
+                _run(rec.name, x, dims, (_keep_view(wv, dims, keepdim, x.ndim),
+                                         None if m is None else _keep_view(m, dims, keepdim, x.ndim)),
+                     corr=corr, take_sqrt=take_sqrt)
+            _finish_out(ov, wv)
+        return (ov, m) if with_mean else ov
+    return driver
+
+
+# arg-extrema and max/min ------------------------------------------------------------------------------------
+def _argext_driver(largest: bool):
+    def driver(rec, args, *, out=None, inplace=None):
+        fn = rec.name
+        x = args["input"]
+        _check_input(x, fn)
+        check(x.dtype is not T.bool_, lambda: f"{fn}(): does not support bool input")
+        _refuse(x.dtype, fn, INTS + FLOATS)
+        dim, keepdim = args.get("dim"), bool(args.get("keepdim", False))
+        if dim is None:  # PyTorch's flat index: over the elements in logical (row-major) order
+            check(x.numel() > 0, lambda: f"{fn}(): Expected reduction dim to be specified for input.numel() == 0.",
+                  IndexError)
+            shape = (1,) * x.ndim if keepdim else ()
+        else:
+            dims = reduce_dims(dim, x.ndim, fn, allow_tuple=False)
+            shape = _out_shape(x.shape, dims, keepdim)
+        o, work = _new_out(out, shape, T.int64, x.device, fn, exact=True)
+        if numel(shape) == 0:
+            return o
+        if dim is None:
+            xr, dims, wv = x.reshape(-1), (0,), work.reshape(1)
+        else:
+            check(not _empty_reduced(x, dims), lambda: f"{fn}(): Expected reduction dim {dims[0]} to have non-zero "
+                  "size.", IndexError)
+            xr, wv = x, _keep_view(work, dims, keepdim, x.ndim)
+        _run(rec.name, xr, dims, (None, wv), largest=largest)
+        return _finish_out(o, work)
+    return driver
+
+
+def _maxmin_driver(largest: bool):
+    rt = return_types.max if largest else return_types.min
+    full = "amax" if largest else "amin"
+
+    def driver(rec, args, *, out=None, inplace=None):
+        fn = rec.name
+        x = args["input"]
+        _check_input(x, fn)
+        dim, keepdim = args.get("dim"), bool(args.get("keepdim", False))
+        if isinstance(dim, Tensor):  # max(input, other): the elementwise maximum
+            try:
+                other = registry.get("maximum" if largest else "minimum")
+            except KeyError:
+                fail(f"{fn}(input, other): the elementwise form needs the op "
+                     f"{'maximum' if largest else 'minimum'}, which is not registered", NotImplementedError)
+            return other.extra["function"](x, dim, out=out)
+        _refuse(x.dtype, fn, _ORDERED)
+        if dim is None:  # the full reduction: a 0-dim value, NaN if any element is NaN
+            check(out is None, lambda: f"{fn}(): out= needs dim", TypeError)
+            check(x.numel() > 0, lambda: f"{fn}(): Expected reduction dim to be specified for input.numel() == 0. "
+                  "Specify the reduction dim with the 'dim' argument.")
+            o = new_empty((), x.dtype, x.device)
+            dims = tuple(range(x.ndim))
+            _run(full, x, dims, (_keep_view(o, dims, False, x.ndim),), how=full)
+            return o
+        dims = reduce_dims(dim, x.ndim, fn, allow_tuple=False)
+        shape = _out_shape(x.shape, dims, keepdim)
+        if out is not None:
+            check(len(out) == 2, lambda: f"{fn}(): out= must be a tuple (values, indices)", TypeError)
+            ov, wv = _new_out(out[0], shape, x.dtype, x.device, fn, exact=True)
+            oi, wi = _new_out(out[1], shape, T.int64, x.device, fn, exact=True)
+        else:
+            ov = wv = new_empty(shape, x.dtype, x.device)
+            oi = wi = new_empty(shape, T.int64, x.device)
+        if numel(shape) == 0:
+            return rt(ov, oi)
+        check(not _empty_reduced(x, dims), lambda: f"{fn}(): Expected reduction dim {dims[0]} to have non-zero size.",
+              IndexError)
+        _run(rec.name, x, dims, (_keep_view(wv, dims, keepdim, x.ndim), _keep_view(wi, dims, keepdim, x.ndim)),
+             largest=largest)
+        return rt(ov, oi)
+    return driver
+
+
+def _aminmax_driver(rec, args, *, out=None, inplace=None):
+    fn = "aminmax"
+    x = args["input"]
+    _check_input(x, fn)
+    _refuse(x.dtype, fn, _ORDERED)
+    dim, keepdim = args.get("dim"), bool(args.get("keepdim", False))
+    dims = reduce_dims(dim, x.ndim, fn, allow_tuple=False)
+    shape = _out_shape(x.shape, dims, keepdim)
+    if out is not None:
+        check(len(out) == 2, "aminmax(): out= must be a tuple (min, max)", TypeError)
+        omin, wmin = _new_out(out[0], shape, x.dtype, x.device, fn, exact=True)
+        omax, wmax = _new_out(out[1], shape, x.dtype, x.device, fn, exact=True)
+    else:
+        omin = wmin = new_empty(shape, x.dtype, x.device)
+        omax = wmax = new_empty(shape, x.dtype, x.device)
+    if numel(shape) == 0:
+        return return_types.aminmax(omin, omax)
+    if _empty_reduced(x, dims):
+        check(dim is not None, "aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+              "identity.")
+        fail(f"aminmax(): Expected reduction dim {dims[0]} to have non-zero size.", IndexError)
+    _run("aminmax", x, dims, (_keep_view(wmin, dims, keepdim, x.ndim), _keep_view(wmax, dims, keepdim, x.ndim)))
+    return return_types.aminmax(omin, omax)
+
+
+# vector_norm / norm -----------------------------------------------------------------------------------------
+def _norm_how(o: float) -> tuple[str, float]:
+    if o == 0:
+        return "norm0", 0.0
+    if o == 1:
+        return "norm1", 1.0
+    if o == 2:
+        return "norm2", 2.0
+    if o == math.inf:
+        return "norminf", o
+    if o == -math.inf:
+        return "normninf", o
+    return "normp", o
+
+
+def _vector_norm(rec_name: str, x, ord, dim, keepdim: bool, dtype, out, fn: str) -> Tensor:
+    _check_input(x, fn, "x")
+    check(isinstance(ord, (int, float)) and not isinstance(ord, bool), lambda: f"{fn}(): argument 'ord' must be "
+          f"Number, not {type(ord).__name__}", TypeError)
+    check(x.dtype.kind == T.KIND_FLOAT, lambda: f"linalg.vector_norm: Expected a floating point or complex tensor as "
+          f"input. Got {dispatch.torch_dtype_name(x.dtype)}")
+    if dtype is not None:
+        from ..dtypes.promotion import promote_types
+        check(dtype.kind == T.KIND_FLOAT and promote_types(x.dtype, dtype) is dtype,
+              lambda: f"linalg.vector_norm: the dtype of the input ({dispatch.torch_dtype_name(x.dtype)}) should be "
+              f"convertible without narrowing to the specified dtype ({dispatch.torch_dtype_name(dtype)})")
+    res_dt = dtype if dtype is not None else x.dtype
+    dims = reduce_dims(dim, x.ndim, fn)
+    shape = _out_shape(x.shape, dims, keepdim)
+    o, work = _new_out(out, shape, res_dt, x.device, fn, exact=True)
+    if numel(shape) == 0:
+        return o
+    how, p = _norm_how(float(ord))
+    if _empty_reduced(x, dims):
+        check(float(ord) >= 0 and how != "norminf", lambda: f"linalg.vector_norm cannot compute the {ord} norm on "
+              "an empty tensor because the operation does not have an identity")
+        work.fill_(0.0)
+        return _finish_out(o, work)
+    _run(rec_name, _compute_input(x, res_dt), dims, (_keep_view(work, dims, keepdim, x.ndim),), how=how, p=p)
+    return _finish_out(o, work)
+
+
+def _vector_norm_driver(rec, args, *, out=None, inplace=None):
+    return _vector_norm(rec.name, args["x"], args["ord"], args["dim"], bool(args["keepdim"]), args["dtype"], out,
+                        "linalg.vector_norm")
+
+
+def _norm_driver(rec, args, *, out=None, inplace=None):
+    p = args["p"]
+    if isinstance(p, str):
+        check(p == "fro", lambda: f"norm: p={p!r} is a matrix norm, which nbxtensor does not implement (only vector "
+              "norms and 'fro')", NotImplementedError)
+        p = 2
+    return _vector_norm(rec.name, args["input"], 2 if p is None else p, args["dim"], bool(args["keepdim"]),
+                        args["dtype"], out, "norm")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cost declarations
+# ---------------------------------------------------------------------------------------------------------
+_FLOPS_PER_ELEMENT = {"sum": 1, "nansum": 2, "mean": 1, "nanmean": 3, "prod": 1, "amax": 1, "amin": 1,
+                      "aminmax": 2, "max": 2, "min": 2, "argmax": 2, "argmin": 2, "all": 1, "any": 1,
+                      "count_nonzero": 1, "var": 5, "std": 5, "var_mean": 5, "std_mean": 5, "logsumexp": 4,
+                      "vector_norm": 2, "norm": 2}
+
+
+def _cost_of(name: str):
+    """``cost(*args, **kwargs)`` in the op's own calling convention (as the benchmark calls it): every input
+    element is read once and the outputs written once; flops count the combine work per element. A split
+    reduction also writes and reads ``outputs x 65535`` states at most (negligible; not counted)."""
+    def cost(*args, **kwargs) -> Cost:
+        rec = registry.get(name)
+        a = rec.extra["schema_obj"].bind(args, kwargs, fn=name)
+        x = a.get("input", a.get("x"))
+        dim = a.get("dim")
+        if isinstance(dim, bool) or isinstance(dim, Tensor):
+            dim = None
+        n_out = numel(_out_shape(x.shape, reduce_dims(dim, x.ndim, name), True))
+        if isinstance(a.get("dim"), Tensor):  # max(a, b): elementwise
+            return Cost(flops=x.numel(), bytes_read=2 * x.numel() * x.dtype.itemsize,
+                        bytes_written=x.numel() * x.dtype.itemsize)
+        out_dt = a.get("dtype") or x.dtype
+        if name in ("argmax", "argmin", "count_nonzero"):
+            written = 8 * n_out
+        elif name in ("max", "min"):
+            written = n_out * (x.dtype.itemsize + (8 if a.get("dim") is not None else 0))
+        elif name in ("sum", "prod", "nansum") and out_dt.kind in _INT_LIKE:
+            written = 8 * n_out
+        elif name in ("all", "any"):
+            written = n_out
+        else:
+            written = rec.extra.get("outputs", 1) * n_out * out_dt.itemsize
+        return Cost(flops=_FLOPS_PER_ELEMENT.get(name, 1) * x.numel(), bytes_read=x.numel() * x.dtype.itemsize,
+                    bytes_written=written)
+    return cost
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The records
+# ---------------------------------------------------------------------------------------------------------
+def _simple_cpu(x, dims, y, *, how, p=0.0):
+    _cpu_simple(x, dims, y, how=how, p=p)
+
+
+def _simple_triton(x, dims, y, *, how, p=0.0):
+    _triton_simple(x, dims, y, how=how, p=p)
+
+
+def _reg(name: str, schema: str, driver, cpu, triton, oracle, *, method=True, namespaces=("torch",), **extra):
+    rec = OpRecord(name=name, family="reduction", cpu=cpu, triton=triton, oracle=oracle, cost=_cost_of(name),
+                   extra=dict(schema=schema, driver=driver, method=method, namespaces=namespaces, **extra))
+    register(rec)
+    return rec
+
+
+_DIM_MULTI = "int[]? dim=None, bool keepdim=False"
+for _name, _result, _allowed, _ident, _dtypes, _extra in (
+        ("sum", _sum_result, _ALL_NUM, 0, _ALL_NUM, {}),
+        ("nansum", _sum_result, _ALL_NUM, 0, _ALL_NUM, {}),
+        ("mean", _float_result, _ALL_NUM, float("nan"), FLOATS, {}),
+        ("nanmean", _float_result, _ALL_NUM, float("nan"), FLOATS, {})):
+    _reg(_name, f"{_name}(Tensor input, {_DIM_MULTI}, *, dtype? dtype=None, Tensor? out=None)",
+         _simple_driver(_name, result=_result, allowed=_allowed, identity=_ident), _simple_cpu, _simple_triton,
+         _oracle_simple(_name), dtypes=_dtypes, dim_mode="multi", how=_name, **_extra)
+_reg("prod", "prod(Tensor input, int? dim=None, bool keepdim=False, *, dtype? dtype=None, Tensor? out=None)",
+     _simple_driver("prod", result=_sum_result, allowed=_ALL_NUM, identity=1), _simple_cpu, _simple_triton,
+     _oracle_simple("prod"), dtypes=_ALL_NUM, dim_mode="single_or_none", how="prod", domain="near_one")
+for _name in ("amax", "amin"):
+    _reg(_name, f"{_name}(Tensor input, int[] dim=(), bool keepdim=False, *, Tensor? out=None)",
+         _simple_driver(_name, result=_same_result, allowed=_ORDERED, exact_out=True, has_dtype=False,
+                        no_identity=True), _simple_cpu, _simple_triton, _oracle_simple(_name), dtypes=_ORDERED,
+         dim_mode="multi", how=_name, empty_error=IndexError)
+for _name, _ident in (("all", True), ("any", False)):
+    _reg(_name, f"{_name}(Tensor input, {_DIM_MULTI}, *, Tensor? out=None)",
+         _simple_driver(_name, result=_bool_result, allowed=_ALL_NUM, identity=_ident, exact_out=True,
+                        has_dtype=False), _simple_cpu, _simple_triton, _oracle_simple(_name), dtypes=_ALL_NUM,
+         dim_mode="multi", how=_name, domain="sparse")
+_reg("count_nonzero", "count_nonzero(Tensor input, int[]? dim=None)",
+     _simple_driver("count_nonzero", result=_int64_result, allowed=_ALL_NUM, identity=0, has_dtype=False),
+     _simple_cpu, _simple_triton, _oracle_simple("count_nonzero"), dtypes=_ALL_NUM, dim_mode="multi_nokeep",
+     how="count_nonzero", domain="sparse")
+_reg("logsumexp", "logsumexp(Tensor input, int[] dim, bool keepdim=False, *, Tensor? out=None)",
+     _simple_driver("logsumexp", result=_lse_result, allowed=_ALL_NUM, identity=float("-inf"), has_dtype=False),
+     _simple_cpu, _simple_triton, _oracle_simple("logsumexp"), dtypes=_ALL_NUM, dim_mode="multi_required",
+     how="logsumexp")
+_VAR_SCHEMA = ("(Tensor input, int[]|bool? dim=None, bool? unbiased=None, bool keepdim=False, *, "
+               "Scalar? correction=None{out})")
+for _name, _sqrt, _mean, _variants in (
+        ("var", False, False, ({}, {"correction": 0}, {"correction": 2.5}, {"unbiased": False})),
+        ("std", True, False, ({}, {"correction": 0})),
+        ("var_mean", False, True, ({}, {"correction": 0})),
+        ("std_mean", True, True, ({},))):
+    _reg(_name, _name + _VAR_SCHEMA.format(out="" if _mean else ", Tensor? out=None"), _var_driver(_sqrt, _mean),
+         _cpu_var, _triton_var, _oracle_var(_sqrt, _mean), dtypes=FLOATS, dim_mode="multi", method=not _mean,
+         outputs=2 if _mean else 1, variants=_variants)
+for _name, _largest in (("argmax", True), ("argmin", False)):
+    _reg(_name, f"{_name}(Tensor input, int? dim=None, bool keepdim=False, *, Tensor? out=None)",
+         _argext_driver(_largest), _cpu_arg, _triton_arg, _oracle_arg(_largest, False), dtypes=INTS + FLOATS,
+         dim_mode="single_or_none")
+for _name, _largest in (("max", True), ("min", False)):
+    _reg(_name, f"{_name}(Tensor input, Tensor|int? dim=None, bool keepdim=False, *, Tensor[]? out=None)",
+         _maxmin_driver(_largest), _cpu_arg, _triton_arg, _oracle_arg(_largest, True), dtypes=_ORDERED,
+         dim_mode="single", outputs=2)
+_reg("aminmax", "aminmax(Tensor input, *, int? dim=None, bool keepdim=False, Tensor[]? out=None)",
+     _aminmax_driver, _cpu_aminmax, _triton_aminmax, _oracle_aminmax, dtypes=_ORDERED, dim_mode="single_or_none",
+     outputs=2)
+_reg("vector_norm", "vector_norm(Tensor x, Scalar ord=2, int[]? dim=None, bool keepdim=False, *, dtype? dtype=None, "
+     "Tensor? out=None)",
+     _vector_norm_driver, _simple_cpu, _simple_triton, _oracle_norm, dtypes=FLOATS, dim_mode="multi", method=False,
+     namespaces=("torch", "linalg"),
+     variants=({}, {"ord": 1}, {"ord": 0}, {"ord": math.inf}, {"ord": -math.inf}, {"ord": 3.0}, {"ord": -1.5}))
+_reg("norm", "norm(Tensor input, Scalar|str? p='fro', int[]? dim=None, bool keepdim=False, *, Tensor? out=None, "
+     "dtype? dtype=None)",
+     _norm_driver, _simple_cpu, _simple_triton, _oracle_norm, dtypes=FLOATS, dim_mode="multi",
+     variants=({}, {"p": 1}, {"p": math.inf}))
+del _name, _result, _allowed, _ident, _dtypes, _extra, _sqrt, _mean, _variants, _largest
