@@ -95,7 +95,7 @@ class CPUBackend:
         if nbytes == 0:
             buf = np.empty(0, dtype=np.uint8)
         else:
-            buf = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(ptr), dtype=np.uint8)
+            buf = np.frombuffer(_owned_bytes(ptr, nbytes, owner), dtype=np.uint8)
         if readonly:
             buf.flags.writeable = False
         return Storage(device("cpu"), nbytes, int(ptr or 0), buf, self, readonly=readonly, owner=owner)
@@ -103,6 +103,14 @@ class CPUBackend:
 
 cpu_backend = CPUBackend()
 register_backend(cpu_backend)
+
+
+def _owned_bytes(ptr: int, nbytes: int, owner: object):
+    """A ctypes byte array over foreign memory that keeps ``owner`` alive: NumPy arrays built on it (a
+    tensor's ``numpy()`` view) hold the array, so the memory outlives the storage for as long as they do."""
+    holder = (ctypes.c_uint8 * nbytes).from_address(ptr)
+    holder._nbx_owner = owner
+    return holder
 
 
 def wrap_host_array(arr: np.ndarray, *, owner: object = None, readonly: bool | None = None) -> tuple[Storage, int]:
@@ -133,7 +141,7 @@ def wrap_host_array(arr: np.ndarray, *, owner: object = None, readonly: bool | N
             lo += ext
     nbytes = hi - lo + itemsize
     start = arr.ctypes.data + lo
-    buf = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(start), dtype=np.uint8)
+    buf = np.frombuffer(_owned_bytes(start, nbytes, keep), dtype=np.uint8)
     if ro:
         buf.flags.writeable = False
     st = Storage(device("cpu"), nbytes, start, buf, cpu_backend, readonly=ro, owner=keep)
