@@ -24,6 +24,9 @@ for _name, _fn in ops.dispatch.exports("torch").items():
 from . import cuda
 from . import io
 from .io import load_file, safe_open, save_file
+from . import random
+from .random import (Generator, bernoulli, default_generator, get_rng_state, initial_seed, manual_seed, multinomial,
+                     rand, rand_like, randint, randint_like, randn, randn_like, randperm, seed, set_rng_state)
 
 tensor = _tensor_pkg  # callable module: nbx.tensor(data) creates; nbxtensor.tensor.NBXTensor is the class
 
