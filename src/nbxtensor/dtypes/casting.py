@@ -154,7 +154,9 @@ def _check_float_fits(v: float, dst: DType, err) -> None:
 def _finite_max(dst: DType) -> float:
     if dst is T.float8_e4m3fn:
         return FLOAT8_E4M3FN_MAX
-    return float(np.finfo(dst.numpy).max) if dst.numpy.kind == "f" else float(_ml_dtypes_finfo(dst).max)
+    if dst in (T.float16, T.float32, T.float64):
+        return float(np.finfo(dst.numpy).max)
+    return float(_ml_dtypes_finfo(dst).max)
 
 
 def _ml_dtypes_finfo(dst: DType):

@@ -10,7 +10,6 @@ category. NumPy arrays and NumPy scalars keep their dtype.
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Any
 
@@ -54,9 +53,10 @@ def _leaf_dtype(x, fn: str) -> DType:
     fail(f"{fn}: Could not infer dtype of {type(x).__name__}", TypeError)
 
 
-def _flatten_data(data: Any, fn: str) -> tuple[tuple[int, ...], list, DType | None]:
-    """Walk nested sequences: the shape (checking it is rectangular), the scalar leaves in C order and the dtype
-    inferred from them (``promote_types`` over the leaves' own dtypes, Python scalars taking their defaults)."""
+def _flatten_data(data: Any, fn: str) -> tuple[tuple[int, ...], list, DType | None, bool]:
+    """Walk nested sequences: the shape (checking it is rectangular), the scalar leaves in C order (as Python
+    numbers), the dtype inferred from them (``promote_types`` over the leaves' own dtypes, Python scalars taking
+    their defaults), and whether any leaf came from a NumPy scalar, array or tensor."""
     shape: list[int] = []
     probe = data
     while _is_seq(probe):
@@ -66,9 +66,10 @@ def _flatten_data(data: Any, fn: str) -> tuple[tuple[int, ...], list, DType | No
         probe = probe[0]
     leaves: list = []
     inferred: DType | None = None
+    foreign = False
 
     def walk(x, dim):
-        nonlocal inferred
+        nonlocal inferred, foreign
         if dim < len(shape):
             check(_is_seq(x), lambda: f"{fn}: not a sequence: expected a sequence of length {shape[dim]} at dim {dim}, "
                   f"got {type(x).__name__}", TypeError)
@@ -81,6 +82,7 @@ def _flatten_data(data: Any, fn: str) -> tuple[tuple[int, ...], list, DType | No
                       f"{shape[dim:]} at dim {dim} (got {list(x.shape)})", ValueError)
                 host = _download(x) if isinstance(x, Tensor) else np.asarray(x)
                 leaves.extend(_py_scalar_list(host, d))
+                foreign = True
                 return
             for item in x:
                 walk(item, dim + 1)
@@ -89,10 +91,13 @@ def _flatten_data(data: Any, fn: str) -> tuple[tuple[int, ...], list, DType | No
               f"sequence of length {len(x)}", TypeError)
         d = _leaf_dtype(x, fn)
         inferred = d if inferred is None else P.promote_types(inferred, d)
-        leaves.append(x.item() if isinstance(x, (Tensor, np.ndarray, np.generic)) else x)
+        if isinstance(x, (Tensor, np.ndarray, np.generic)):
+            foreign = True
+            x = x.item()
+        leaves.append(x)
 
     walk(data, 0)
-    return tuple(shape), leaves, inferred
+    return tuple(shape), leaves, inferred, foreign
 
 
 def _py_scalar_list(a: np.ndarray, d: DType) -> list:
@@ -101,7 +106,7 @@ def _py_scalar_list(a: np.ndarray, d: DType) -> list:
     return a.reshape(-1).tolist()
 
 
-def _leaves_to_host(leaves: list, dt: DType, shape: tuple[int, ...], fn: str) -> np.ndarray:
+def _leaves_to_host(leaves: list, dt: DType, shape: tuple[int, ...], fn: str, foreign: bool = False) -> np.ndarray:
     """Scalar leaves to a host array of ``dt`` by ``torch.tensor``'s per-element rules.
 
     Integer targets: every value is checked (``checked_scalar``'s rules: ints in range, unsigned ones wrapping
@@ -116,6 +121,10 @@ def _leaves_to_host(leaves: list, dt: DType, shape: tuple[int, ...], fn: str) ->
     has_complex = any(isinstance(v, complex) for v in leaves)
     if dt.kind != T.KIND_COMPLEX:
         check(not has_complex, lambda: f"{fn}: must be real number, not complex (converting to {dt.name})",
+              TypeError)
+    if dt is T.uint64:  # PyTorch's tensor() reads uint64 leaves as Python ints only
+        check(not foreign and all(isinstance(v, int) for v in leaves), lambda: f"{fn}: an integer is required for "
+              "uint64 data (Python ints only; NumPy scalars, arrays, tensors and floats are refused as in PyTorch)",
               TypeError)
     big = [v for v in leaves if isinstance(v, int) and not isinstance(v, bool) and not -2 ** 63 <= v < 2 ** 63]
     if big and dt.kind in (T.KIND_INT, T.KIND_UINT):
@@ -189,11 +198,11 @@ def tensor(data: Any, *, dtype=None, device=None, requires_grad: bool = False, p
         return data.to(dtype=_dt(dtype, data.dtype), device=dev, copy=True)
     check(not isinstance(data, (str, bytes)), lambda: f"tensor: new(): invalid data type '{type(data).__name__}'",
           TypeError)
-    shape, leaves, inferred = _flatten_data(data, "tensor")
+    shape, leaves, inferred, foreign = _flatten_data(data, "tensor")
     if inferred is None:
         inferred = P.get_default_dtype()
     dt = _dt(dtype, inferred)
-    return from_host_array(_leaves_to_host(leaves, dt, shape, "tensor"), dt, dev)
+    return from_host_array(_leaves_to_host(leaves, dt, shape, "tensor", foreign), dt, dev)
 
 
 def scalar_tensor(s, *, dtype=None, device=None) -> Tensor:
@@ -294,6 +303,8 @@ def _fill_dtype(fill_value, fn: str) -> DType:
         check(fill_value.numel() == 1, lambda: f"{fn}: fill_value must be a number or a one-element tensor, got a "
               f"tensor of {fill_value.numel()} elements", TypeError)
         fill_value = fill_value.item()
+    if isinstance(fill_value, np.bool_):
+        return P.get_default_dtype()  # PyTorch's argument parser reads a NumPy bool as a float number
     if isinstance(fill_value, np.generic):
         fill_value = fill_value.item()
     check(isinstance(fill_value, (bool, int, float, complex)), lambda: f"{fn}(): argument 'fill_value' must be "
@@ -356,220 +367,7 @@ def full_like(input: Tensor, fill_value, *, dtype=None, device=None) -> Tensor:
                 device=device if device is not None else input.device)
 
 
-def _num(x, name: str, fn: str):
-    """A real number argument: Python bool/int/float, NumPy scalar or one-element tensor (as its Python value)."""
-    if isinstance(x, Tensor):
-        check(x.numel() == 1, lambda: f"{fn}(): argument '{name}' must be Number, not a tensor of {x.numel()} "
-              "elements", TypeError)
-        x = x.item()
-    if isinstance(x, np.generic):
-        x = x.item()
-    check(isinstance(x, (bool, int, float, complex)), lambda: f"{fn}(): argument '{name}' must be Number, not "
-          f"{type(x).__name__}", TypeError)
-    check(not isinstance(x, complex), lambda: f"{fn}: argument '{name}' value cannot be converted to type double "
-          f"without overflow (got complex {x})")
-    return x
-
-
-# Dtypes PyTorch's CPU range kernels dispatch over (AT_DISPATCH_ALL_TYPES_AND2(Half, BFloat16)).
-_RANGE_DTYPES = frozenset({T.uint8, T.int8, T.int16, T.int32, T.int64, T.float16, T.bfloat16, T.float32, T.float64})
-
-
-def _as(x, d: DType):
-    """Python number ``x`` as a NumPy scalar of ``d`` (the conversion ``Scalar::to<T>`` does: round to nearest for
-    floating types, through float32 for float16/bfloat16)."""
-    return cast_array(np.array([float(x)]), T.float64, d)[0]
-
-
-def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Knuth's TwoSum: ``s = fl(a + b)`` and the exact error ``a + b - s`` (float64, no overflow)."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Dekker's TwoProduct with Veltkamp's split: ``p = fl(a * b)`` and the exact error ``a * b - p``."""
-    def split(x):
-        c = x * 134217729.0  # 2**27 + 1
-        hi = c - (c - x)
-        return hi, x - hi
-    p = a * b
-    ah, al = split(a)
-    bh, bl = split(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
-def _round_to_odd_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a + b`` rounded to odd in float64: exact sums as they are, inexact ones to the neighbour whose last
-    significand bit is 1 (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms
-    using rounding to odd", IEEE Trans. Computers 57(4), 2008)."""
-    s, e = _two_sum(a, b)
-    even = (s.view(np.int64) & 1) == 0
-    fix = (e != 0) & even
-    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-
-
-def _fma(a, b, c, out_dtype) -> np.ndarray:
-    """``a * b + c`` rounded once to ``out_dtype`` (float32 or float64), as a fused multiply-add does.
-
-    PyTorch's CPU range kernels write ``start + step * i``, which the compiler contracts into an FMA on x86-64
-    (AVX2/AVX-512 builds) and AArch64; matching its results bit for bit needs the single rounding. NumPy has no
-    FMA, so: float32 operands multiply exactly in float64 and the sum rounds to odd before the final rounding
-    (exact, since 53 >= 24 + 2); float64 uses Boldo and Melquiond's emulated FMA (TwoProduct, TwoSum, a sum
-    rounded to odd, one final rounding). Both are exact in the absence of overflow and underflow.
-    """
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    c = np.asarray(c, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        if np.dtype(out_dtype) == np.float32:
-            p = a * b  # exact: two 24-bit significands
-            out = _round_to_odd_sum(p, c).astype(np.float32)
-            plain = (p + c).astype(np.float32)
-        else:
-            uh, ul = _two_prod(a, b)
-            th, tl = _two_sum(c, uh)
-            out = th + _round_to_odd_sum(tl, ul)
-            plain = a * b + c
-    # Non-finite inputs or results (inf, nan, overflow): the plain formula gives IEEE's answer.
-    return np.where(np.isfinite(out) & np.isfinite(plain), out, plain).astype(out_dtype)
-
-
-def arange(start=0, end=None, step=1, *, dtype=None, device=None) -> Tensor:
-    """Values ``start, start+step, ...`` below ``end`` (``torch.arange``).
-
-    Dtype: int64 when start, end and step are all integers (bools, NumPy integers and integer tensors count),
-    else the default float dtype. Element ``i`` is ATen's CPU formula, ``start + step * i`` computed in the
-    accumulate type (float64 for float32/float64 results, float32 for float16/bfloat16, int64 for integer
-    dtypes, where ``start`` and ``step`` are first truncated to integers) and then converted once. The length is
-    ``ceil((end - start) / step)`` in float64, except for int64 results, which use the truncated integers
-    (``(end - start + step - sign(step)) // step``), as ATen (aten/src/ATen/native/RangeFactories.cpp).
-
-    Difference from PyTorch on CPU: ATen's SIMD loop computes most elements as ``base + j*step`` from a rounded
-    ``base`` every 8-64 elements, which can differ from this formula by one unit in the last place (the exact
-    elements depend on the machine's vector width); its scalar tail, and CUDA for int64, use the formula here.
-
-    Raises:
-        RuntimeError: ``step == 0``; a non-finite bound; bounds inconsistent with the step's sign; a complex
-            argument.
-        ValueError: an int64 result whose step truncates to 0 (PyTorch's type).
-        TypeError: a non-numeric argument.
-        NotImplementedError: bool, complex, float8 and uint16/32/64 results (PyTorch has no kernel for them).
-    """
-    if end is None:
-        start, end = 0, start
-    start, end, step = _num(start, "start", "arange"), _num(end, "end", "arange"), _num(step, "step", "arange")
-    all_int = all(isinstance(v, int) for v in (start, end, step))
-    dt = _dt(dtype, T.int64 if all_int else P.get_default_dtype())
-    check(dt in _RANGE_DTYPES, lambda: f'"arange_cpu" not implemented for {dt.name}', NotImplementedError)
-    fs, fe, fst = float(start), float(end), float(step)
-    check(fst != 0, "arange: step must be nonzero")
-    check(math.isfinite(fs) and math.isfinite(fe), lambda: f"arange: unsupported range: {start} -> {end}")
-    check((fst > 0 and fe >= fs) or (fst < 0 and fe <= fs),
-          "arange: upper bound and lower bound inconsistent with step sign")
-    dev = as_device(device)
-    if dt.kind in (T.KIND_INT, T.KIND_UINT):
-        xs, xe, xst = int(start), int(end), int(step)  # Scalar::to<int64_t> truncates toward zero
-        if dt is T.int64:
-            check(xst != 0, "arange: step must be nonzero (the step truncates to 0 for an integer dtype)", ValueError)
-            sgn = (xst > 0) - (xst < 0)
-            q = xe - xs + xst - sgn
-            n = abs(q) // abs(xst) * (1 if (q >= 0) == (xst > 0) else -1)  # C++ division truncates toward zero
-        else:
-            n = math.ceil((fe - fs) / fst)
-        n = max(n, 0)
-        with np.errstate(over="ignore"):
-            vals = np.int64(xs) + np.int64(xst) * np.arange(n, dtype=np.int64)  # int64 wraps as ATen's does
-        return from_host_array(vals.astype(dt.numpy), dt, dev)
-    n = max(math.ceil((fe - fs) / fst), 0)
-    check(n <= 2 ** 63 - 1, "arange: invalid size, possible overflow?")
-    acc = np.float64 if dt in (T.float32, T.float64) else np.float32  # ATen's CPU acc_type
-    idx = np.arange(n, dtype=np.int64).astype(acc)
-    vals = _fma(acc(fst), idx, acc(fs), acc)
-    return from_host_array(cast_array(vals, T.float64 if acc is np.float64 else T.float32, dt), dt, dev)
-
-
-def linspace(start, end, steps: int, *, dtype=None, device=None) -> Tensor:
-    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (``torch.linspace``).
-
-    ATen's formula (aten/src/ATen/native/cpu/RangeFactoriesKernel.cpp), in its types: ``start`` and ``end`` are
-    first converted to the result dtype; ``step = (end - start) / (steps - 1)`` and element ``i`` is
-    ``start + step*i`` for ``i < steps // 2`` and ``end - step*(steps - 1 - i)`` after, so both ends are exact.
-    Floating results compute in the result type itself (float16/bfloat16 round after every operation, ``i``
-    included, as ``c10::Half`` arithmetic does); integer results compute the step and values in float64 and
-    truncate. Complex results apply the formula to the real and imaginary parts. ``steps == 1`` gives ``start``.
-    The dtype defaults to the default float dtype, or the default complex dtype for a complex bound.
-
-    Difference from PyTorch on CPU: as for :func:`arange`, ATen's SIMD loop can differ by one unit in the last
-    place in elements it computes as ``base + j*step``; its CUDA kernel and scalar tail use this formula.
-
-    Raises:
-        RuntimeError: steps < 0; a bound that overflows an integer dtype ("value cannot be converted").
-        TypeError: a non-integer ``steps``.
-        NotImplementedError: bool, float8 and uint16/32/64 results.
-    """
-    start = _num_or_complex(start, "start")
-    end = _num_or_complex(end, "end")
-    check(not isinstance(steps, bool) and (isinstance(steps, int) or hasattr(steps, "__index__")) and
-          not isinstance(steps, float), lambda: f"linspace(): argument 'steps' must be int, not "
-          f"{type(steps).__name__}", TypeError)
-    steps = int(steps.__index__())
-    check(steps >= 0, lambda: f"linspace: number of steps must be non-negative, got {steps}")
-    any_complex = isinstance(start, complex) or isinstance(end, complex)
-    dt = _dt(dtype, P.default_complex_dtype() if any_complex else P.get_default_dtype())
-    check(dt in _RANGE_DTYPES or dt.kind == T.KIND_COMPLEX, lambda: f'"linspace_cpu" not implemented for {dt.name}',
-          NotImplementedError)
-    dev = as_device(device)
-    if steps == 0:
-        return new_empty((0,), dt, dev)
-    if steps == 1:
-        return full((1,), start, dtype=dt, device=dev)
-    if dt.kind == T.KIND_COMPLEX:
-        part = dt.to_real()
-        cs, ce = complex(start), complex(end)
-        re = _linspace_float(cs.real, ce.real, steps, part)
-        im = _linspace_float(cs.imag, ce.imag, steps, part)
-        return from_host_array((re + 1j * im.astype(dt.numpy)).astype(dt.numpy), dt, dev)
-    check(not any_complex, lambda: f"linspace: complex bounds need a complex dtype, got {dt.name}")
-    if dt.kind in (T.KIND_INT, T.KIND_UINT):
-        s = int(checked_scalar(start, dt, "linspace"))
-        e = int(checked_scalar(end, dt, "linspace"))
-        step = (float(e) - float(s)) / (steps - 1)
-        half = steps // 2
-        i = np.arange(steps, dtype=np.int64)
-        vals = np.concatenate([_fma(step, i[:half].astype(np.float64), float(s), np.float64),
-                               _fma(-step, (steps - 1 - i[half:]).astype(np.float64), float(e), np.float64)])
-        return from_host_array(np.trunc(vals).astype(np.int64).astype(dt.numpy), dt, dev)
-    return from_host_array(_linspace_float(float(start), float(end), steps, dt), dt, dev)
-
-
-def _num_or_complex(x, name: str):
-    if isinstance(x, Tensor):
-        x = x.item()
-    if isinstance(x, np.generic):
-        x = x.item()
-    check(isinstance(x, (bool, int, float, complex)), lambda: f"linspace(): argument '{name}' must be Number, not "
-          f"{type(x).__name__}", TypeError)
-    return x
-
-
-def _linspace_float(start: float, end: float, steps: int, dt: DType) -> np.ndarray:
-    """ATen's linspace formula evaluated in ``dt``'s own arithmetic (NumPy float16 and ml_dtypes bfloat16 round
-    each operation's float32 result once, as ``c10::Half``/``c10::BFloat16`` do)."""
-    t = dt.numpy.type
-    s, e = _as(start, dt), _as(end, dt)
-    i = np.arange(steps, dtype=np.int64)
-    half = steps // 2
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        step = t(t(e - s) / _as(steps - 1, dt))
-        if dt in (T.float32, T.float64):  # `start + step * i` contracts to an FMA in ATen's compiled kernel
-            lo = _fma(step, i[:half].astype(dt.numpy), s, dt.numpy)
-            hi = _fma(-step, (steps - 1 - i[half:]).astype(dt.numpy), e, dt.numpy)
-        else:  # c10::Half / c10::BFloat16 round after every operator, so no contraction
-            lo = np.array(s, dtype=dt.numpy) + np.array(step, dtype=dt.numpy) * i[:half].astype(dt.numpy)
-            hi = np.array(e, dtype=dt.numpy) - np.array(step, dtype=dt.numpy) * (steps - 1 - i[half:]).astype(dt.numpy)
-    return np.concatenate([lo.astype(dt.numpy), hi.astype(dt.numpy)])
+from .ranges import arange, linspace  # noqa: E402  (re-exported: the range factories live in ranges.py)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None) -> Tensor:
