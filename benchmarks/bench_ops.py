@@ -15,10 +15,11 @@ Writes into ``--out``: ``results.csv`` (appended, one row per measurement, flush
 
 Options: ``--ops`` (comma-separated names, globs, or ``family:<name>``), ``--quick`` (first dtype of each case,
 shorter timing), ``--budget-s`` (stop starting rows after this many seconds: default 480, so the command fits a
-10-minute slot; 0 = no limit), ``--shapes``, ``--device`` (``cuda`` or ``cpu`` for a host-clock smoke run),
-``--no-peer``, ``--peer-python``, ``--list`` (print the plan and exit), ``--resume`` (skip rows that
-``results.csv`` already holds for this commit and GPU and summarize them together with the new ones: rerun a run
-the budget cut short), ``--strict`` (exit 1 when a row failed).
+10-minute slot; 0 = no limit), ``--resume`` (skip rows that ``results.csv`` already holds for this commit and
+GPU, and summarize them with the new ones: rerun a run the budget cut short), ``--shapes``, ``--device``
+(``cuda`` or ``cpu`` for a host-clock smoke run), ``--max-dim`` (cap every dim: a host smoke run of the whole
+matrix), ``--no-peer``, ``--peer-python``, ``--list`` (print the plan and exit), ``--strict`` (exit 1 when a
+row failed).
 """
 
 from __future__ import annotations
@@ -302,7 +303,7 @@ def cost_namespace(call: H.Call, tensors: list, out) -> dict:
     ``inputs`` (``[(shape, dtype)]`` of the tensor operands read, before broadcasting), ``out_shape`` /
     ``out_dtype`` (the result, or the written-to tensor of an in-place/``out=`` call), ``outputs`` (every result
     tensor), ``shape`` / ``dtype`` (the first tensor argument), ``dst_shape`` / ``dst_dtype`` and ``src_numel``
-    / ``src_dtype`` (copies), ``x`` / ``input`` / ``self`` (the first tensor argument).
+    / ``src_dtype`` (copies), ``x`` / ``input`` / ``self`` (the first tensor argument) and ``n`` (its numel).
     """
     read = [t for s, t in zip(call.inputs, tensors) if not s.fresh]
     written = [t for s, t in zip(call.inputs, tensors) if s.fresh]
@@ -317,7 +318,8 @@ def cost_namespace(call: H.Call, tensors: list, out) -> dict:
     if read:
         ns.update(src_numel=int(read[0].numel()), src_dtype=read[0].dtype)
     if first is not None:
-        ns.update(shape=tuple(first.shape), dtype=first.dtype, x=first, input=first, self=first)
+        ns.update(shape=tuple(first.shape), dtype=first.dtype, n=int(first.numel()), x=first, input=first,
+                  self=first)
     return ns
 
 
@@ -328,10 +330,11 @@ def _call_by_names(fn, ns: dict):
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+    named = [p for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if not named:
+        return None  # cost(*args, **kwargs): the op's own calling convention, tried next
     kw = {}
-    for p in sig.parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
+    for p in named:
         if p.name in ns:
             kw[p.name] = ns[p.name]
         elif p.default is p.empty:
@@ -391,6 +394,29 @@ def select(name: str, family: str, patterns: list[str]) -> bool:
         elif fnmatch.fnmatchcase(name, p):
             return True
     return False
+
+
+def clamp_shapes(doc: dict, max_dim: int) -> dict:
+    """A copy of the shapes document with every dim capped at ``max_dim`` (``--max-dim``: host smoke runs of the
+    whole matrix on tiny tensors; the 256 MiB rule is waived)."""
+    import copy as _copy
+
+    def fix(case: dict) -> dict:
+        case = dict(case)
+        if "shapes" in case:
+            case["shapes"] = [[min(d, max_dim) for d in s] for s in case["shapes"]]
+        if "src_shape" in case:
+            case["src_shape"] = [min(d, max_dim) for d in case["src_shape"]]
+        if "inputs" in case:
+            case["inputs"] = [dict(o, shape=[min(d, max_dim) for d in o["shape"]]) if "shape" in o else o
+                              for o in case["inputs"]]
+        case["small_ok"] = f"--max-dim {max_dim}"
+        return case
+    doc = _copy.deepcopy(doc)
+    doc["defaults"] = fix(doc.get("defaults", {}))
+    doc["factories"] = {k: fix(v) for k, v in doc.get("factories", {}).items()}
+    doc["ops"] = {k: [fix(c) for c in v] if isinstance(v, list) else fix(v) for k, v in doc["ops"].items()}
+    return doc
 
 
 def build_plan(records: list, doc: dict, patterns: list[str], quick: bool):
@@ -516,6 +542,8 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="first dtype of each case; shorter warm-up and runs")
     p.add_argument("--shapes", default=DEFAULT_SHAPES, help="shapes file (default benchmarks/shapes.json)")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (host clock; a smoke run)")
+    p.add_argument("--max-dim", type=int, default=0, help="cap every dim of every shape (host smoke runs of the "
+                   "whole matrix, e.g. --device cpu --max-dim 64)")
     p.add_argument("--budget-s", type=float, default=480.0, help="stop starting rows after this many seconds "
                    "(0: no limit)")
     p.add_argument("--no-peer", action="store_true", help="do not run the PyTorch peer")
@@ -536,6 +564,8 @@ def main(argv=None) -> int:
     a = parse_args(argv)
     t_start = time.monotonic()
     doc = H.load_shapes(a.shapes)
+    if a.max_dim:
+        doc = clamp_shapes(doc, a.max_dim)
     import nbxtensor as nbx
     from nbxtensor.ops import registry
     import nbxtensor.nn.functional  # noqa: F401  (functional ops register on import)

@@ -30,8 +30,8 @@ a tensor of at least :data:`MIN_TENSOR_BYTES` (256 MiB, the issue's target size)
 processes build bit-identical inputs with :func:`host_array`), the call target, and the arguments with
 :class:`TensorRef` / :class:`DTypeRef` placeholders. Adding a family means adding one factory of a few lines.
 
-**Call targets**: ``"fn:<name>"`` tries ``lib.<name>``, then ``lib.nn.functional.<name>``, then the method
-``<name>`` of the first tensor argument; ``"F:<name>"`` is ``lib.nn.functional.<name>`` only;
+**Call targets**: ``"fn:<name>"`` tries ``lib.<name>``, ``lib.nn.functional.<name>``, ``lib.linalg.<name>``,
+then the method ``<name>`` of the first tensor argument; ``"F:<name>"`` is ``lib.nn.functional.<name>`` only;
 ``"method:<name>"`` calls ``args[0].<name>(*args[1:], **kwargs)``. The default target is ``"fn:<op>"``. The
 same target resolves against nbxtensor in one process and torch in the other (:func:`resolve_call`), because
 nbxtensor uses PyTorch's names.
@@ -118,6 +118,7 @@ DOMAINS = {
     "ge1": ((1.01, 10.0), (1, 100)),         # acosh
     "nonzero": ((0.5, 3.0), (1, 50)),        # divisors (sign is random, see host_array)
     "shift": ((0.0, 7.0), (0, 7)),           # shift amounts
+    "prob": ((0.0, 1.0), (0, 1)),          # probabilities (bernoulli)
     "bool": ((0, 1), (0, 1)),
 }
 _PERIOD = (1 << 20) + 7  # inputs repeat with this period: generation costs O(period), bytes stay distinct
@@ -298,9 +299,10 @@ def resolve_call(lib: Any, call: Call, tensors: list) -> Callable[[], Any]:
     functional = getattr(getattr(lib, "nn", None), "functional", None)
     fn = None
     if kind == "fn":
-        fn = getattr(lib, name, None)
-        if fn is None and functional is not None:
-            fn = getattr(functional, name, None)
+        for ns in (lib, functional, getattr(lib, "linalg", None)):
+            fn = getattr(ns, name, None) if ns is not None else None
+            if fn is not None:
+                break
     elif kind == "F":
         fn = getattr(functional, name, None) if functional is not None else None
     if fn is None and kind in ("fn", "method") and args and hasattr(args[0], name):
