@@ -597,3 +597,19 @@ def test_bench_ops_on_the_gpu(tmp_path):
     assert p.returncode == 0, p.stderr
     rows = H.read_csv(str(tmp_path / "results.csv"))
     assert rows and all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
+
+
+def test_the_whole_matrix_runs_on_the_host(tmp_path):
+    """Every shapes entry whose op is in the table calls nbxtensor correctly: the real matrix on tiny tensors
+    (--max-dim 8) on the host clock. A row that cannot run here would be an error row on the GPU."""
+    p = subprocess.run([sys.executable, os.path.join(BENCH, "bench_ops.py"), "--out", str(tmp_path), "--device",
+                        "cpu", "--max-dim", "8", "--quick", "--no-peer", "--budget-s", "0"], capture_output=True,
+                       text=True, timeout=600, env={**{k: v for k, v in os.environ.items()
+                                                       if k != "NBX_TRITON_INTERPRET"}, "NBX_GIT_COMMIT": "t"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = H.read_csv(str(tmp_path / "results.csv"))
+    assert rows, p.stdout
+    bad = [f"{r['op']} {r['dtype']} {r.get('label') or ''}: {r['error']}" for r in rows if r["status"] != "ok"]
+    assert not bad, bad
+    assert all(r["cost_source"] == "declared" for r in rows), \
+        [r["op"] for r in rows if r["cost_source"] != "declared"]
