@@ -84,17 +84,19 @@ class DType:
         return {"complex64": float32, "complex128": float64}.get(self.name, self)
 
     def to_complex(self) -> "DType":
-        """The complex dtype whose parts are this float dtype (``float32`` -> ``complex64``).
+        """The complex dtype for this float dtype, as c10's ``toComplexType``: float32 and bfloat16 (whose range
+        is float32's) -> complex64, float64 -> complex128; complex dtypes unchanged.
 
         Raises:
-            TypeError: for a float dtype with no complex counterpart in the table (float16, bfloat16,
-                float8: PyTorch's complex32 is not supported here).
+            RuntimeError: float16 (PyTorch gives complex32, which nbxtensor's table does not have), float8 and
+                non-floating dtypes ("Unknown Complex ScalarType", as PyTorch raises for float8).
         """
         if self.kind == KIND_COMPLEX:
             return self
-        pair = {"float32": complex64, "float64": complex128}.get(self.name)
-        check(pair is not None, lambda: f"to_complex: no complex dtype in nbxtensor's table has {self.name} parts "
-              "(PyTorch's complex32 is not supported)", TypeError)
+        check(self.name != "float16", "to_complex: float16 pairs with complex32 in PyTorch, which nbxtensor does "
+              "not support; convert to float32 first")
+        pair = {"float32": complex64, "bfloat16": complex64, "float64": complex128}.get(self.name)
+        check(pair is not None, lambda: f"to_complex: Unknown Complex ScalarType for {self.name}")
         return pair
 
     def __repr__(self) -> str:

@@ -187,7 +187,7 @@ def tensor(data: Any, *, dtype=None, device=None, requires_grad: bool = False, p
     dev = as_device(device)
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):
         a = np.asarray(data)
-        check(a.dtype.kind not in "USOV", lambda: f"tensor: can't convert np.ndarray of type {a.dtype}; the "
+        check(a.dtype.kind not in "USO", lambda: f"tensor: can't convert np.ndarray of type {a.dtype}; the "
               "supported NumPy dtypes are those of nbxtensor's dtype table", TypeError)
         check(a.dtype.isnative, "tensor: given numpy array has byte order different from the native byte order. "
               "Conversion between byte orders is currently not supported.", ValueError)
