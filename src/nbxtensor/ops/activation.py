@@ -89,6 +89,7 @@ _HT_DT = (INTS - {T.uint8}) | FLOATS
 _act("hardtanh", "hardtanh(Tensor input, float min_val=-1.0, float max_val=1.0, bool inplace=False)", _hardtanh_b,
      _np_hardtanh, _or_hardtanh, dtypes=_HT_DT | {T.uint8}, params=("min_val", "max_val"), prepare=_hardtanh_prepare,
      inplace=True, domain="wide", flops=2, param_cases=[{}, {"min_val": -0.5, "max_val": 2.0}],
+     refused=frozenset({T.uint8}),  # with its default limits (-1, 1): PyTorch's own error, tested as data
      errors=[(lambda nbx: (nbx.tensor([1.]), 2.0, 1.0), {}, ValueError, "min_val cannot be greater"),
              (lambda nbx: (nbx.tensor([1], dtype=nbx.uint8),), {}, RuntimeError, "unsigned type")])
 
@@ -130,7 +131,7 @@ _act("threshold", "threshold(Tensor input, float threshold, float value, bool in
      lambda x, threshold, value: np.where(_f64(x) <= threshold, value, _f64(x)) if np.asarray(x).dtype.kind == "f"
      else np.where(np.asarray(x) <= threshold, value, np.asarray(x)),
      dtypes=INTS | FLOATS, params=("threshold", "value"), namespaces=("torch", "functional"), inplace=True,
-     flops=1, param_cases=[{"threshold": 0.5, "value": -2.0}, {"threshold": 1, "value": 7}])
+     flops=1, param_cases=[{"threshold": 0.5, "value": 2.0}, {"threshold": 3, "value": 7}])
 
 
 # --- smooth activations -----------------------------------------------------------------------------------------

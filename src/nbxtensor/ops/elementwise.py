@@ -100,7 +100,7 @@ def _neg_prepare(a, prom):
 
 
 _unary("neg", _neg_b, np.negative, lambda x: -x, dtypes=STD, dunders={"__neg__": "unary"}, aliases=("negative",),
-       prepare=_neg_prepare, errors=[(lambda nbx: (nbx.tensor([True]),), {}, RuntimeError, "Negation")])
+       prepare=_neg_prepare, refused=frozenset({T.bool_}), errors=[(lambda nbx: (nbx.tensor([True]),), {}, RuntimeError, "Negation")])
 
 
 @jit
@@ -306,7 +306,7 @@ def _or_erfc_cf(z):
 def _or_erfc(x):
     x = np.asarray(x, dtype=np.float64)
     big = x >= 2.5
-    out = 1.0 - _or_erf(x)
+    out = np.array(1.0 - _or_erf(x), dtype=np.float64)
     out[big] = _or_erfc_cf(x[big])
     return out
 
@@ -343,7 +343,7 @@ _float_unary("log10", _log10_b, np.log10, _or_f(lambda x: np.log(x) / np.log(10.
 _float_unary("log1p", _log1p_b, np.log1p,
              _or_f(lambda x: np.where(np.abs(x) < 1e-4, x - x * x / 2 + x ** 3 / 3, np.log(1 + x))), domain="gt-1")
 _float_unary("sqrt", _sqrt_b, np.sqrt, _or_f(lambda x: np.power(x, 0.5)), domain="positive")
-_float_unary("rsqrt", _rsqrt_b, lambda x: 1 / np.sqrt(x), _or_f(lambda x: np.power(x, -0.5)), domain="positive")
+_float_unary("rsqrt", _rsqrt_b, lambda x: 1 / np.sqrt(x), _or_f(lambda x: 1.0 / np.sqrt(x)), domain="positive")
 _float_unary("reciprocal", _recip_b, np.reciprocal, _or_f(lambda x: 1.0 / x), domain="nonzero")
 _float_unary("sin", _sin_b, np.sin, _or_f(np.sin))
 _float_unary("cos", _cos_b, np.cos, _or_f(np.cos))
@@ -358,7 +358,8 @@ _float_unary("cosh", _cosh_b, np.cosh, _or_f(lambda x: (np.exp(x) + np.exp(-x)) 
 _float_unary("tanh", _tanh_b, np.tanh, _or_f(np.tanh))
 _float_unary("asinh", _asinh_b, np.arcsinh, _or_f(lambda x: np.sign(x) * np.log(np.abs(x) + np.sqrt(x * x + 1))),
              aliases=("arcsinh",))
-_float_unary("acosh", _acosh_b, np.arccosh, _or_f(lambda x: np.log(x + np.sqrt(x * x - 1))), domain="ge1",
+_float_unary("acosh", _acosh_b, np.arccosh, _or_f(lambda x: np.where(x < 1, np.nan, np.log(x + np.sqrt(x * x - 1)))),
+             domain="ge1",
              aliases=("arccosh",))
 _float_unary("atanh", _atanh_b, np.arctanh, _or_f(lambda x: 0.5 * np.log((1 + x) / (1 - x))), domain="unit",
              aliases=("arctanh",))
@@ -450,9 +451,6 @@ def _or_round(x, decimals=0):
 
 def _round_prepare(a, prom):
     d = a["decimals"]
-    if d != 0:
-        check(prom.common.kind == T.KIND_FLOAT, lambda: f'round: "round_cpu" not implemented for '
-              f"'{prom.common.name}' with decimals={d} (integer inputs take decimals=0 only)", NotImplementedError)
     return {"decimals": d, "ten": 10.0 ** abs(d), "up": 1 if d > 0 else 0}
 
 
@@ -474,9 +472,10 @@ _unary("trunc", _trunc_b, lambda x: np.trunc(x) if x.dtype.kind == "f" else x.co
 
 declare("round", "round(Tensor input, *, int decimals=0, Tensor? out=None)", family=_FAM, cpu=lambda x, decimals=0,
         ten=1.0, up=0: _np_round(x, decimals), oracle=lambda x, decimals=0, ten=1.0, up=0: _or_round(x, decimals),
-        triton=_round_triton, promotion="default", dtypes=NUM | BARE_U, domain="wide", inplace=True,
-        prepare=_round_prepare, errors=[(lambda nbx: (nbx.tensor([15]),), {"decimals": -1}, NotImplementedError,
-                                        "round")], param_cases=[{"decimals": 0}, {"decimals": 2}, {"decimals": -1}])
+        triton=_round_triton, promotion="default", domain="wide", inplace=True, prepare=_round_prepare,
+        # decimals != 0 is implemented for floating types only (PyTorch: "round_cpu" not implemented for 'Long')
+        dtypes=lambda a: NUM | BARE_U if a.get("decimals", 0) == 0 else FLOATS,
+        errors=[(lambda nbx: (nbx.tensor([15]),), {"decimals": -1}, NotImplementedError, "not implemented for 'Long'")], param_cases=[{"decimals": 0}, {"decimals": 2}, {"decimals": -1}])
 
 
 @jit
@@ -624,6 +623,8 @@ _unary("logical_not", _logical_not_b, lambda x: x == 0, lambda x: np.logical_not
 def _bitwise_not_b(x, p0, p1, p2):
     if x.dtype == tl.int1:
         r = x == 0
+    elif x.dtype.is_int_unsigned():
+        r = tl.zeros_like(x) - x - 1  # == ~x modulo 2**bits (the interpreter's ~ builds an out-of-range -1)
     else:
         r = ~x
     return r
@@ -648,16 +649,13 @@ def _binary(name, body, cpu, oracle, *, other="Tensor|Scalar", input_="Tensor", 
 
 
 def _alpha_prepare(a, prom, name="add"):
+    # ATen's alpha_check: a bool alpha only for bool results; a floating alpha only for floating results
     alpha = a.get("alpha", 1)
-    if prom.common is T.bool_:
-        check(isinstance(alpha, bool) or alpha in (0, 1), "Boolean alpha only supported for Boolean results.")
-    elif prom.common.kind in (T.KIND_INT, T.KIND_UINT):
-        check(not isinstance(alpha, float), "For integral input tensors, argument alpha must not be a floating point "
-              "number.")
-    if isinstance(alpha, bool) and prom.common is not T.bool_:
-        fail("Boolean alpha only supported for Boolean results.")
-    check(not isinstance(alpha, complex), f"{name}: complex alpha needs complex tensors, which have no kernels here",
-          TypeError)
+    check(not isinstance(alpha, bool) or prom.common is T.bool_, "Boolean alpha only supported for Boolean results.")
+    check(prom.common.kind == T.KIND_FLOAT or not isinstance(alpha, float),
+          "For integral input tensors, argument alpha must not be a floating point number.")
+    check(not isinstance(alpha, complex), lambda: f"{name}: complex alpha needs complex tensors, which have no "
+          "kernels here", TypeError)
     return {"alpha": alpha}
 
 
@@ -718,6 +716,7 @@ _binary("sub", _sub_b, lambda x, y, alpha=1: x - (y * x.dtype.type(alpha) if alp
         lambda x, y, alpha=1: _or_add(x, -np.asarray(y) if np.asarray(y).dtype.kind == "f" else
                                       -np.asarray(y).astype(np.int64), alpha),
         params_sig="*, Scalar alpha=1", params=("alpha",), dtypes=STD, prepare=_sub_prepare, aliases=("subtract",),
+        refused=frozenset({T.bool_}),
         dunders={"__sub__": "fwd", "__rsub__": "rev", "__isub__": "inplace"}, param_cases=[{}, {"alpha": 3}],
         errors=[(lambda nbx: (nbx.tensor([True]), nbx.tensor([True])), {}, RuntimeError, "two bool tensors"),
                 (lambda nbx: (nbx.tensor([True]), 1), {}, RuntimeError, "with a bool tensor")])
@@ -725,6 +724,7 @@ _binary("rsub", _rsub_b, lambda x, y, alpha=1: y - (x * x.dtype.type(alpha) if a
         lambda x, y, alpha=1: _or_add(y, -np.asarray(x) if np.asarray(x).dtype.kind == "f" else
                                       -np.asarray(x).astype(np.int64), alpha),
         params_sig="*, Scalar alpha=1", params=("alpha",), dtypes=STD, prepare=_sub_prepare, inplace=False,
+        refused=frozenset({T.bool_}),
         method=False, param_cases=[{}, {"alpha": 2}])
 
 
@@ -796,20 +796,20 @@ def _np_div_trunc(x, y):
 
 
 def _or_div_floor(x, y):
-    x, y = np.asarray(x), np.asarray(y)
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
     if x.dtype.kind in "iu":
         return np.array([a // b for a, b in zip(x.astype(object).ravel(), y.astype(object).ravel())],
                         dtype=object).reshape(x.shape).astype(x.dtype) if x.size else x.copy()
+    # Python's float floor division (CPython's float_floor_div, which ATen's div_floor_floating follows), and
+    # IEEE division for a zero divisor (Python raises there)
     with np.errstate(all="ignore"):
-        q = x / y
-        r = np.floor(q)
-        # a quotient that rounded up onto an integer: floor of the exact quotient is one less
-        r = np.where(np.isfinite(q) & (r * y != x) & (np.sign(x - r * y) != np.sign(y)) & (x - r * y != 0), r - 1, r)
-        return np.where((y == 0) | ~np.isfinite(q), q, np.where(r == 0, np.copysign(0.0, q), r))
+        out = [a // b if b != 0 else np.float64(a) / np.float64(b) for a, b in zip(x.ravel().tolist(),
+                                                                                   y.ravel().tolist())]
+    return np.array(out, dtype=np.float64).reshape(x.shape)
 
 
 def _or_div_trunc(x, y):
-    x, y = np.asarray(x), np.asarray(y)
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
     if x.dtype.kind in "iu":
         return np.array([int(a / b) if abs(a) < 2 ** 52 else abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
                          for a, b in zip(x.astype(object).ravel(), y.astype(object).ravel())],
@@ -897,7 +897,7 @@ def _np_fmod(x, y):
 
 
 def _or_remainder(x, y):
-    x, y = np.asarray(x), np.asarray(y)
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
     if x.dtype.kind in "iu":
         return np.array([a % b for a, b in zip(x.astype(object).ravel(), y.astype(object).ravel())],
                         dtype=object).reshape(x.shape).astype(x.dtype) if x.size else x.copy()
@@ -910,13 +910,13 @@ def _or_remainder(x, y):
 
 
 def _or_fmod(x, y):
-    x, y = np.asarray(x), np.asarray(y)
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
     if x.dtype.kind in "iu":
         return np.array([math.fmod(a, b) if abs(a) < 2 ** 52 else (abs(a) % abs(b)) * (1 if a >= 0 else -1)
                          for a, b in zip(x.astype(object).ravel(), y.astype(object).ravel())],
                         dtype=object).reshape(x.shape).astype(x.dtype) if x.size else x.copy()
     with np.errstate(all="ignore"):
-        return np.array([math.fmod(a, b) if b != 0 and math.isfinite(a) else float("nan")
+        return np.array([math.fmod(a, b) if b != 0 and math.isfinite(a) and b == b else float("nan")
                          for a, b in zip(x.ravel().tolist(), y.ravel().tolist())]).reshape(x.shape) \
             if x.size else x.copy()
 
@@ -1077,6 +1077,14 @@ _binary("fmin", _fmin_b, np.fmin, _or_fmin, other="Tensor", dtypes=STD, domain="
 
 
 # --- float binary math ------------------------------------------------------------------------------------------
+def _complex(re, im):
+    re, im = np.broadcast_arrays(re, im)
+    z = np.empty(re.shape, np.complex128)
+    z.real, z.imag = re, im  # keeps the signs of zeros (re + 1j*im would not)
+    return z
+
+
+
 @jit
 def _atan2_b(x, y, p0, p1, p2):
     return libdevice.atan2(x, y)
@@ -1133,10 +1141,10 @@ def _or_xlogy(x, y):
 
 
 _binary("atan2", _atan2_b, np.arctan2,
-        lambda x, y: np.angle(np.asarray(y, np.float64) + 1j * np.asarray(x, np.float64)),
+        lambda x, y: np.angle(_complex(np.asarray(y, np.float64), np.asarray(x, np.float64))),
         other="Tensor", promotion="int_to_float", dtypes=NO_FP8, flops=8, aliases=("arctan2",))
-_binary("hypot", _hypot_b, np.hypot, lambda x, y: np.sqrt(np.asarray(x, np.float64) ** 2 +
-                                                          np.asarray(y, np.float64) ** 2),
+_binary("hypot", _hypot_b, np.hypot, lambda x, y: np.where(np.isinf(x) | np.isinf(y), np.inf, np.sqrt(
+            np.asarray(x, np.float64) ** 2 + np.asarray(y, np.float64) ** 2)),
         other="Tensor", dtypes=FLOATS, flops=4, domain="small")
 _binary("copysign", _copysign_b, np.copysign, lambda x, y: np.abs(np.asarray(x, np.float64)) *
         np.where(np.signbit(np.asarray(y, np.float64)), -1.0, 1.0), promotion="int_to_float", dtypes=NO_FP8,
@@ -1575,6 +1583,7 @@ declare("masked_fill", "masked_fill(Tensor input, Tensor mask, Tensor|Scalar val
         body=_masked_fill_b, raw=2, cpu=lambda x, m, v: np.where(m, v, x),
         oracle=lambda x, m, v: np.where(np.asarray(m), np.asarray(v), np.asarray(x)), promotion="default",
         promote=("input",), dtypes=STD, domain="where2", prepare=_masked_fill_prepare, driver=_masked_fill_driver,
+        scalar_operands=("value",),
         inplace=True,
         errors=[(lambda nbx: (nbx.tensor([1, 2]), nbx.tensor([1., 0.]), 2), {}, RuntimeError, "boolean masks"),
                 (lambda nbx: (nbx.tensor([1, 2]), nbx.tensor([True, False]), nbx.tensor([1])), {}, RuntimeError,

@@ -1,0 +1,533 @@
+"""Elementwise ops, generated from the op table: every record x dtype x layout against its float64 oracle,
+special values, integer extremes, Python-scalar operands, out=/in-place forms, operators, errors as data,
+cost declarations; plus PyTorch semantics worth pinning by name (uint8 wrap, floor division, NaN rules).
+
+Runs on the device under test (``device`` fixture); under ``NBX_TRITON_INTERPRET=1`` the cpu device runs the
+Triton kernels through the interpreter; ``NBX_TEST_QUICK=1`` shrinks the matrix.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.dtypes import table as T
+from nbxtensor.dtypes.casting import cast_array
+from nbxtensor.ops import dispatch, registry
+from nbxtensor.ops.dispatch import PROMOTION_KINDS, promote
+
+import pointwise_harness as H
+
+# Floating-point warnings of IEEE results (x / 0, inf - inf) raised by NumPy inside Triton's interpreter.
+pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+
+FAMILY = "elementwise"
+RECS = H.pointwise_records(FAMILY)
+CASES = [(r, d) for r in RECS for d in H.test_dtypes(r)]
+
+
+def _id(case):
+    r, d = case
+    return f"{r.name}-{d.name}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_matches_oracle(case, device):
+    rec, dt = case
+    rng = np.random.default_rng(abs(hash((rec.name, dt.name))) % 2 ** 32)
+    for params in H.param_cases(rec):
+        if dt not in H.allowed(rec, params):
+            continue
+        for layout in H.layouts(device):
+            if layout == "odd_big" and (dt not in (T.float32, T.int32) or device != "cpu"):
+                continue  # one big odd-shaped case per op, on the cpu device only
+            H.check_oracle(rec, dt, device, layout, params, rng)
+
+
+def _special_cases():
+    out = []
+    for r in RECS:
+        if len(H.operand_names(r)) > 2 or r.extra.get("scalar_operands"):
+            continue
+        for d in H.FLOAT_DTYPES if not H.QUICK else [T.float32, T.bfloat16]:
+            if d in H.allowed(r):
+                out.append((r, d))
+    return out
+
+
+SPECIAL_CASES = _special_cases()
+
+
+@pytest.mark.parametrize("case", SPECIAL_CASES, ids=[_id(c) for c in SPECIAL_CASES])
+def test_special_values(case, device):
+    """+-0, +-inf, NaN, subnormals (and every pair of them for binary ops) against the oracle."""
+    rec, dt = case
+    sv = cast_array(np.array(H.SPECIAL[dt]), T.float64, dt)
+    names = H.operand_names(rec)
+    if len(names) == 1:
+        hosts = [sv]
+    else:
+        a, b = np.meshgrid(sv, sv, indexing="ij")
+        hosts = [np.ascontiguousarray(a), np.ascontiguousarray(b)]
+    for params in H.param_cases(rec):
+        if dt not in H.allowed(rec, params):
+            continue
+        args = [nbx.from_numpy(h).to(device) for h in hosts]
+        res = rec.extra["function"](*args, **params)
+        prom = promote(H._kind(rec, params), *args)
+        exp, _ = H.expected(rec, hosts, [dt] * len(hosts), res.dtype, prom, H.oracle_params(rec, args, params, prom))
+        extra = rec.extra.get("tolerance")
+        ea = None
+        if extra:
+            with np.errstate(all="ignore"):
+                ea = np.nan_to_num(np.asarray(extra["extra_atol"](*[cast_array(h, dt, T.float64) for h in hosts]),
+                                              dtype=np.float64), posinf=0.0)
+        H.assert_close(H.result_host(res), exp, res.dtype, extra_atol=ea, what=f"{rec.name} specials {params}")
+
+
+def _extreme_cases():
+    out = []
+    for r in RECS:
+        if len(H.operand_names(r)) > 2 or r.extra.get("domain") in ("divisor", "pow", "shift", "divisor3") \
+                or r.extra.get("scalar_operands"):
+            continue
+        for d in ([T.int8, T.uint8, T.int64] if not H.QUICK else [T.int8]):
+            if d in H.allowed(r):
+                out.append((r, d))
+    return out
+
+
+EXTREME_CASES = _extreme_cases()
+
+
+@pytest.mark.parametrize("case", EXTREME_CASES, ids=[_id(c) for c in EXTREME_CASES])
+def test_integer_extremes(case, device):
+    """min, max, -1, 0, 1 (and all pairs): wrap-around as PyTorch (abs(INT_MIN), uint8 overflow ...)."""
+    rec, dt = case
+    info = np.iinfo(dt.numpy)
+    vals = np.array(sorted({int(info.min), int(info.max), 0, 1, 2} | ({-1} if info.min < 0 else set())),
+                    dtype=dt.numpy)
+    names = H.operand_names(rec)
+    hosts = [vals] if len(names) == 1 else [np.ascontiguousarray(m) for m in np.meshgrid(vals, vals, indexing="ij")]
+    for params in H.param_cases(rec):
+        if dt not in H.allowed(rec, params):
+            continue
+        args = [nbx.from_numpy(h).to(device) for h in hosts]
+        try:
+            res = rec.extra["function"](*args, **params)
+        except RuntimeError as e:  # a record's declared refusal (e.g. integer alpha rules) is not a wrong result
+            pytest.skip(f"{rec.name} refuses {dt.name}: {e}")
+        prom = promote(H._kind(rec, params), *args)
+        exp, _ = H.expected(rec, hosts, [dt] * len(hosts), res.dtype, prom, H.oracle_params(rec, args, params, prom))
+        H.assert_close(H.result_host(res), exp, res.dtype, what=f"{rec.name} extremes")
+
+
+def _scalar_cases():
+    out = []
+    for r in RECS:
+        sch = r.extra["schema_obj"]
+        if len(sch.operands) != 2:
+            continue
+        by = {a.name: a for a in sch.args}
+        for pos, name in enumerate(sch.operands):
+            if "Scalar" in by[name].types:
+                out.append((r, pos))
+    return out
+
+
+SCALAR_CASES = _scalar_cases()
+
+
+@pytest.mark.parametrize("case", SCALAR_CASES, ids=[f"{r.name}-pos{p}" for r, p in SCALAR_CASES])
+def test_python_scalar_operand(case, device):
+    """A Python number in either position is a weak operand: promotion as result_type, values as the oracle."""
+    rec, pos = case
+    rng = np.random.default_rng(7)
+    for dt in ([T.float32, T.int32, T.uint8, T.float16] if not H.QUICK else [T.float32, T.int32]):
+        if dt not in H.allowed(rec):
+            continue
+        for pyval in (2, 1.5, True):
+            hv = H.values(rec, dt, (3, 4), rng, 1 - pos)
+            t = nbx.from_numpy(hv).to(device)
+            args = [t, pyval] if pos == 1 else [pyval, t]
+            params = H.param_cases(rec)[0]
+            try:
+                prom = promote(H._kind(rec, params), *args)
+            except RuntimeError:
+                continue
+            if prom.common not in H.allowed(rec, params) or (dt.kind != T.KIND_FLOAT and rec.extra.get("domain") in
+                                                              ("divisor", "pow", "shift")):
+                continue
+            try:
+                res = rec.extra["function"](*args, **params)
+            except (RuntimeError, TypeError, NotImplementedError):
+                continue  # declared refusals (bool subtraction, alpha rules) are tested as error data
+            assert res.dtype is prom.result, (rec.name, dt, pyval, res.dtype, prom.result)
+            sv = np.asarray(dispatch.scalar_to(pyval, prom.compute))
+            hosts = [hv, sv] if pos == 1 else [sv, hv]
+            dts = [dt, prom.compute] if pos == 1 else [prom.compute, dt]
+            exp, _ = H.expected(rec, hosts, dts, res.dtype, prom, H.oracle_params(rec, args, params, prom))
+            H.assert_close(H.result_host(res), np.broadcast_to(exp, res.shape), res.dtype,
+                           what=f"{rec.name}({args[0] if pos else pyval}, ...)")
+
+
+OUT_RECS = [r for r in RECS if r.extra["schema_obj"].has_out]
+
+
+def _first_dtype(rec):
+    for d in (T.float32, T.int32, T.bool_):
+        if d in H.allowed(rec, H.param_cases(rec)[0]):
+            return d
+    return H.allowed(rec)[0]
+
+
+def _inputs(rec, device, dt):
+    rng = np.random.default_rng(3)
+    names = H.operand_names(rec)
+    args = []
+    for k, n in enumerate(names):
+        d = H._operand_dtype(rec, k, dt)
+        h = H.values(rec, d, () if n in rec.extra.get("scalar_operands", ()) else (3, 4), rng, k)
+        args.append(nbx.from_numpy(np.ascontiguousarray(h)).to(device) if n not in rec.extra.get("scalar_operands", ())
+                    else h.item())
+    return args
+
+
+@pytest.mark.parametrize("rec", OUT_RECS, ids=[r.name for r in OUT_RECS])
+def test_out_argument(rec, device):
+    """out= of the right shape is written; a wrong shape is resized with a warning; an uncastable dtype raises."""
+    dt = _first_dtype(rec)
+    params = H.param_cases(rec)[0]
+    args = _inputs(rec, device, dt)
+    fn = rec.extra["function"]
+    ref = fn(*args, **params)
+    out = nbx.empty(ref.shape, dtype=ref.dtype, device=device)
+    r = fn(*args, **params, out=out)
+    assert r is out
+    np.testing.assert_array_equal(H.result_host(out), H.result_host(ref))
+    out2 = nbx.empty(2, dtype=ref.dtype, device=device)
+    with pytest.warns(UserWarning, match="resized"):
+        fn(*args, **params, out=out2)
+    assert tuple(out2.shape) == tuple(ref.shape)
+    np.testing.assert_array_equal(H.result_host(out2), H.result_host(ref))
+    if ref.dtype.kind == T.KIND_FLOAT:
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            fn(*args, **params, out=nbx.empty(ref.shape, dtype=nbx.int64, device=device))
+    # a wider out dtype receives the converted result
+    if ref.dtype in (T.float32, T.int32):
+        wide = nbx.empty(ref.shape, dtype=nbx.float64, device=device)
+        fn(*args, **params, out=wide)
+        np.testing.assert_allclose(H.result_host(wide), H.result_host(ref).astype(np.float64), rtol=0, atol=0)
+
+
+INPLACE_RECS = [r for r in RECS if r.extra.get("inplace")]
+
+
+@pytest.mark.parametrize("rec", INPLACE_RECS, ids=[r.name for r in INPLACE_RECS])
+def test_inplace_method(rec, device):
+    """``x.op_(...)`` writes op(x, ...) into x (when the result dtype is x's) and returns x."""
+    dt = _first_dtype(rec)
+    params = H.param_cases(rec)[0]
+    args = _inputs(rec, device, dt)
+    ref = rec.extra["function"](*args, **params)
+    if not nbx.can_cast(ref.dtype, args[0].dtype) or tuple(ref.shape) != tuple(args[0].shape):
+        with pytest.raises(RuntimeError):
+            getattr(args[0].clone(), rec.name + "_")(*args[1:], **params)
+        return
+    x = args[0].clone()
+    r = getattr(x, rec.name + "_")(*args[1:], **params)
+    assert r is x  # the result is converted to x's dtype (eq_ on a float tensor writes 1.0 / 0.0, as PyTorch)
+    np.testing.assert_array_equal(H.result_host(x), H.result_host(ref.to(x.dtype)))
+
+
+DUNDERS = [(r, d, m) for r in registry.all_ops() if r.family in ("elementwise", "activation")
+           for d, m in r.extra.get("dunders", {}).items()]
+
+
+@pytest.mark.parametrize("case", DUNDERS, ids=[d for _, d, _ in DUNDERS])
+def test_operator(case, device):
+    """Every operator the table declares: forward, reflected (Python number on the left) and in-place."""
+    rec, dunder, mode = case
+    dt = T.int32 if rec.extra.get("domain") in ("shift",) or T.float32 not in H.allowed(rec) else T.float32
+    if dt not in H.allowed(rec):
+        dt = T.bool_
+    rng = np.random.default_rng(5)
+    a = nbx.from_numpy(H.values(rec, dt, (2, 3), rng, 0)).to(device)
+    b = nbx.from_numpy(H.values(rec, dt, (2, 3), rng, 1)).to(device)
+    fn = rec.extra["function"]
+    if mode == "unary":
+        np.testing.assert_array_equal(H.result_host(getattr(a, dunder)()), H.result_host(fn(a)))
+    elif mode == "fwd":
+        np.testing.assert_array_equal(H.result_host(getattr(a, dunder)(b)), H.result_host(fn(a, b)))
+        assert getattr(a, dunder)("x") is NotImplemented
+    elif mode == "rev":
+        s = 3 if dt is not T.bool_ else True
+        ref = dispatch.pointwise(rec, {**dispatch._defaults(rec.extra["schema_obj"]),
+                                       rec.extra["schema_obj"].operands[0]: s,
+                                       rec.extra["schema_obj"].operands[1]: a})
+        np.testing.assert_array_equal(H.result_host(getattr(a, dunder)(s)), H.result_host(ref))
+    else:
+        ref = fn(a, b)
+        if ref.dtype is not a.dtype:
+            return
+        x = a.clone()
+        r = getattr(x, dunder)(b)
+        assert r is x
+        np.testing.assert_array_equal(H.result_host(x), H.result_host(ref))
+
+
+def test_python_operators_end_to_end(device):
+    x = nbx.tensor([[1.0, -2.0, 3.0]], device=device)
+    i = nbx.tensor([7, -7, 5], device=device)
+    assert (x + 1).tolist() == [[2.0, -1.0, 4.0]]
+    assert (1 - x).tolist() == [[0.0, 3.0, -2.0]]
+    assert (2 * x).tolist() == [[2.0, -4.0, 6.0]]
+    assert (6 / x).tolist() == [[6.0, -3.0, 2.0]]
+    assert (i // 2).tolist() == [3, -4, 2]
+    assert (-7 // nbx.tensor([2], device=device)).tolist() == [-4]
+    assert (i % 3).tolist() == [1, 2, 2]
+    assert (i % -3).tolist() == [-2, -1, -1]
+    assert (2 ** nbx.tensor([3, 0], device=device)).tolist() == [8, 1]
+    assert (x ** 2).tolist() == [[1.0, 4.0, 9.0]]
+    assert (~nbx.tensor([True, False], device=device)).tolist() == [False, True]
+    assert (i & 3).tolist() == [3, 1, 1] and (i | 8).tolist() == [15, -7, 13] and (i ^ 1).tolist() == [6, -8, 4]
+    assert (i << 1).tolist() == [14, -14, 10] and (i >> 1).tolist() == [3, -4, 2]
+    assert (x < 0).tolist() == [[False, True, False]] and (x >= 1).tolist() == [[True, False, True]]
+    assert (x == 3).tolist() == [[False, False, True]] and (x != 3).tolist() == [[True, True, False]]
+    assert (abs(x)).tolist() == [[1.0, 2.0, 3.0]] and (-x).tolist() == [[-1.0, 2.0, -3.0]]
+    y = x.clone()
+    y += 1
+    y *= 2
+    y -= x
+    assert y.tolist() == [[3.0, 0.0, 5.0]]
+    assert (x == None) is False  # noqa: E711  (PyTorch returns False for a comparison with None)
+    with pytest.raises(TypeError):
+        x + "a"
+
+
+def test_promotion_examples(device):
+    """The issue's examples and PyTorch's wrapped-number rules."""
+    u = nbx.tensor([200], dtype=nbx.uint8, device=device)
+    r = u + 100
+    assert r.dtype is nbx.uint8 and r.tolist() == [44]
+    assert (u + 300).tolist() == [244]
+    f = nbx.tensor([1], dtype=nbx.uint8, device=device) + 1.5
+    assert f.dtype is nbx.float32 and f.tolist() == [2.5]
+    h = nbx.tensor([1.0], dtype=nbx.float16, device=device) * 2.5
+    assert h.dtype is nbx.float16
+    assert (nbx.tensor([1, 2], device=device) / 2).dtype is nbx.float32
+    assert (nbx.tensor([True], device=device) + nbx.tensor([True], device=device)).tolist() == [True]
+    assert nbx.square(nbx.tensor([True], device=device)).dtype is nbx.int64
+    assert nbx.exp(nbx.tensor([0], device=device)).dtype is nbx.float32
+    assert nbx.sign(nbx.tensor([True, False], device=device)).dtype is nbx.bool
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        nbx.tensor([2], device=device) ** -1
+    assert (nbx.tensor([2.0], device=device) ** -1).tolist() == [0.5]
+    assert (nbx.tensor([2, 1, -1, -1], device=device) ** nbx.tensor([-1, -2, -3, -2], device=device)).tolist() == \
+        [0, 1, -1, 1]
+
+
+def test_nan_rules(device):
+    nan = float("nan")
+    a = nbx.tensor([nan, 1.0, 2.0], device=device)
+    b = nbx.tensor([1.0, nan, 1.0], device=device)
+    assert np.isnan(nbx.maximum(a, b).numpy()[:2]).all() and nbx.maximum(a, b).tolist()[2] == 2.0
+    assert nbx.fmax(a, b).tolist() == [1.0, 1.0, 2.0]
+    assert nbx.fmin(a, b).tolist() == [1.0, 1.0, 1.0]
+    c = nbx.clamp(nbx.tensor([nan, 5.0], device=device), min=3, max=4)
+    assert np.isnan(c.tolist()[0]) and c.tolist()[1] == 4.0
+    assert nbx.clamp(nbx.tensor([1.0, 5.0], device=device), min=3, max=2).tolist() == [2.0, 2.0]
+    assert nbx.sign(nbx.tensor([nan, -0.0, -3.0], device=device)).tolist() == [0.0, 0.0, -1.0]
+    assert nbx.nan_to_num(nbx.tensor([float("inf"), nan], dtype=nbx.float16, device=device)).tolist() == \
+        [65504.0, 0.0]
+
+
+def test_rounding(device):
+    x = nbx.tensor([0.5, 1.5, 2.5, -0.5, -2.5, 2.4999], device=device)
+    assert nbx.round(x).tolist() == [0.0, 2.0, 2.0, -0.0, -2.0, 2.0]
+    assert nbx.round(nbx.tensor([1.25, 2.5, 15.0], device=device), decimals=1).tolist() == \
+        pytest.approx([1.2, 2.5, 15.0])
+    assert nbx.round(nbx.tensor([15.0, 25.0], device=device), decimals=-1).tolist() == [20.0, 20.0]
+    assert nbx.floor(nbx.tensor([-1.5], device=device)).tolist() == [-2.0]
+    assert nbx.div(nbx.tensor([-7.0, 7.0], device=device), 2, rounding_mode="floor").tolist() == [-4.0, 3.0]
+    assert nbx.div(nbx.tensor([-7, 7], device=device), 2, rounding_mode="trunc").tolist() == [-3, 3]
+    assert nbx.div(nbx.tensor([-7, 7], device=device), 2, rounding_mode="trunc").dtype is nbx.int64
+    assert nbx.remainder(nbx.tensor([-7.0], device=device), 3).tolist() == [2.0]
+    assert nbx.fmod(nbx.tensor([-7.0], device=device), 3).tolist() == [-1.0]
+    assert nbx.fmod(nbx.tensor([-7], device=device), 3).tolist() == [-1]
+    assert nbx.remainder(5, nbx.tensor([3, -3], device=device)).tolist() == [2, -1]
+
+
+def test_where_masked_fill_clamp(device):
+    c = nbx.tensor([True, False, True], device=device)
+    x = nbx.tensor([1.0, 2.0, 3.0], dtype=nbx.float16, device=device)
+    r = nbx.where(c, x, 2.5)
+    assert r.dtype is nbx.float16 and r.tolist() == [1.0, 2.5, 3.0]
+    assert nbx.where(c, 1.0, 0).dtype is nbx.float32
+    assert x.masked_fill(c, -1).tolist() == [-1.0, 2.0, -1.0]
+    xi = nbx.tensor([1, 2], device=device)
+    assert xi.masked_fill(nbx.tensor([True, False], device=device), 2.7).tolist() == [2, 2]
+    assert xi.masked_fill(nbx.tensor([True, False], device=device), nbx.tensor(5)).tolist() == [5, 2]
+    y = xi.clone()
+    y.masked_fill_(nbx.tensor([False, True], device=device), 9)
+    assert y.tolist() == [1, 9]
+    assert nbx.clamp(nbx.tensor([1, 5], device=device), min=1.5).dtype is nbx.float32
+    assert nbx.clamp(nbx.tensor([0.0, 5.0, 9.0], device=device), nbx.tensor([1.0], device=device),
+                     nbx.tensor([2.0, 6.0, 7.0], device=device)).tolist() == [1.0, 5.0, 7.0]
+    assert nbx.clip(nbx.tensor([-3.0], device=device), -1, 1).tolist() == [-1.0]
+    assert nbx.clamp_min(nbx.tensor([1, 5], device=device), nbx.tensor([2.5], device=device)).tolist() == [2.5, 5.0]
+    assert nbx.lerp(nbx.tensor([0.0, 10.0], device=device), nbx.tensor([10.0, 20.0], device=device), 0.5).tolist() \
+        == [5.0, 15.0]
+    assert nbx.addcmul(nbx.tensor([1.0], device=device), nbx.tensor([2.0], device=device),
+                       nbx.tensor([3.0], device=device), value=2).tolist() == [13.0]
+    assert nbx.addcdiv(nbx.tensor([1.0], device=device), nbx.tensor([3.0], device=device),
+                       nbx.tensor([2.0], device=device), value=2).tolist() == [4.0]
+    assert nbx.isclose(nbx.tensor([1.0, float("nan")], device=device), nbx.tensor([1.0 + 1e-9, float("nan")],
+                       device=device), equal_nan=True).tolist() == [True, True]
+    assert nbx.isclose(nbx.tensor([100], device=device), nbx.tensor([101], device=device), rtol=0.01).tolist() == \
+        [True]
+
+
+def test_shifts_and_bitwise(device):
+    i8 = nbx.tensor([1, -128, 127, -5], dtype=nbx.int8, device=device)
+    s = nbx.tensor([1, 8, -1, 9], dtype=nbx.int8, device=device)
+    assert (i8 << s).tolist() == [2, 0, 0, 0]
+    assert (i8 >> s).tolist() == [0, -1, 0, -1]
+    assert (nbx.tensor([200], dtype=nbx.uint8, device=device) >> nbx.tensor([9], dtype=nbx.uint8,
+                                                                              device=device)).tolist() == [0]
+    assert nbx.bitwise_not(nbx.tensor([0, -1], dtype=nbx.int16, device=device)).tolist() == [-1, 0]
+    assert nbx.logical_xor(nbx.tensor([0.0, 2.0], device=device), nbx.tensor([1, 1], device=device)).tolist() == \
+        [True, False]
+
+
+@pytest.mark.skipif(H.INTERPRET, reason="the Triton kernels cannot raise ZeroDivisionError (documented)")
+def test_integer_division_by_zero_raises_on_cpu(device):
+    if device != "cpu":
+        pytest.skip("PyTorch raises on CPU only")
+    for f in (lambda: nbx.tensor([5]) // nbx.tensor([0]), lambda: nbx.tensor([5]) % nbx.tensor([0]),
+              lambda: nbx.fmod(nbx.tensor([5]), 0), lambda: nbx.div(nbx.tensor([5]), 0, rounding_mode="trunc")):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            f()
+
+
+def test_integer_division_by_zero_in_kernels():
+    """The Triton kernels' documented result for an integer zero divisor: quotient -1, remainder the dividend."""
+    if not H.INTERPRET:
+        pytest.skip("checks the Triton kernels (interpreter tier)")
+    a = nbx.tensor([5, -5])
+    z = nbx.tensor([0, 0])
+    assert (a // z).tolist() == [-1, -1] and (a % z).tolist() == [5, -5]
+
+
+def test_float_division_by_zero(device):
+    x = nbx.tensor([1.0, -1.0, 0.0], device=device)
+    r = (x / 0).tolist()
+    assert r[0] == float("inf") and r[1] == float("-inf") and np.isnan(r[2])
+    r = (x // 0).tolist()
+    assert r[0] == float("inf") and r[1] == float("-inf") and np.isnan(r[2])
+
+
+ERROR_CASES = [(r, i, e) for r in registry.all_ops() if r.family in ("elementwise", "activation")
+               for i, e in enumerate(r.extra.get("errors", []))]
+
+
+@pytest.mark.parametrize("case", ERROR_CASES, ids=[f"{r.name}-{i}" for r, i, _ in ERROR_CASES])
+def test_errors_as_data(case, device):
+    """Every error case a record declares raises PyTorch's exception type with its message."""
+    rec, _, (build, kwargs, exc, pattern) = case
+    if pattern in rec.extra.get("cpu_only_errors", ()) and (H.INTERPRET or device != "cpu"):
+        pytest.skip("raised by the cpu device only (kernels cannot raise)")
+    args = [a.to(device) if isinstance(a, nbx.Tensor) and a.ndim > 0 else a for a in build(nbx)]
+    with pytest.raises(exc, match=pattern):
+        rec.extra["function"](*args, **kwargs)
+
+
+def test_dtype_refusals(device):
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        nbx.frac(nbx.tensor([1], device=device))
+    with pytest.raises(NotImplementedError, match="Float"):
+        nbx.tensor([1.0], device=device) & nbx.tensor([1.0], device=device)
+    with pytest.raises(NotImplementedError, match="Bool"):
+        nbx.abs(nbx.tensor([True], device=device))
+
+
+def test_inplace_rules(device):
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        nbx.tensor([1], device=device).add_(1.5)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        nbx.ones(3, device=device).add_(nbx.ones(2, 3, device=device))
+    x = nbx.ones(2, 3, device=device)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        x[:, 1:].add_(x[:, :2])
+    e = nbx.ones(1, 3, device=device).expand(2, 3)
+    with pytest.raises(RuntimeError, match="more than one element"):
+        e.add_(1)
+    y = nbx.ones(2, 3, device=device)
+    y.mul_(y)  # full overlap is fine
+    assert y.tolist() == [[1.0] * 3] * 2
+
+
+def test_zero_size_launches_nothing(device, monkeypatch):
+    calls = []
+    rec = registry.get("add")
+    real = registry.impl
+
+    def spy(name, dt):
+        calls.append(name)
+        return real(name, dt)
+
+    monkeypatch.setattr(registry, "impl", spy)
+    r = nbx.add(nbx.empty(0, 3, device=device), 1.0)
+    assert tuple(r.shape) == (0, 3) and calls == []
+    r = nbx.exp(nbx.empty(4, 0, device=device))
+    assert tuple(r.shape) == (4, 0) and calls == []
+    _ = rec
+
+
+def test_table_records_are_complete():
+    """Every elementwise/activation record has everything the table promises."""
+    for r in registry.all_ops():
+        if r.family not in ("elementwise", "activation"):
+            continue
+        assert r.cpu is not None and r.triton is not None and r.oracle is not None, r.name
+        assert "schema_obj" in r.extra and "function" in r.extra, r.name
+        k = r.extra.get("promotion", "default")
+        assert callable(k) or k in PROMOTION_KINDS, r.name
+        assert callable(r.extra.get("dtypes")) or r.extra.get("dtypes"), r.name
+        ns = r.extra.get("namespaces", ("torch",))
+        if "torch" in ns:
+            assert getattr(nbx, r.name) is r.extra["function"], r.name
+        if "functional" in ns:
+            assert getattr(nbx.nn.functional, r.name) is r.extra["function"], r.name
+        tol = r.extra.get("tolerance")
+        assert tol is None or (callable(tol["extra_atol"]) and tol["reason"]), r.name
+        assert r.extra["function"].__doc__
+
+
+def test_cost_declarations():
+    c = registry.get("add").cost((4, 5), T.float32, [((4, 5), T.float32), ((1, 5), T.float32)])
+    assert c.flops == 20 and c.bytes_read == 4 * 20 + 4 * 5 and c.bytes_written == 80
+    c = registry.get("exp").cost((10,), T.float16, [((10,), T.float16)])
+    assert c.bytes_read == 20 and c.bytes_written == 20 and c.flops == 10 * registry.get("exp").cost.flops_per_element
+    for r in RECS:
+        assert r.cost((2, 3), T.float32, [((2, 3), T.float32)]).bytes_written == 24
+
+
+def test_generated_signatures():
+    with pytest.raises(TypeError, match=r"argument 'input' \(position 1\) must be Tensor, not int"):
+        nbx.add(2, nbx.tensor([1]))
+    with pytest.raises(TypeError, match="must be Tensor"):
+        nbx.maximum(nbx.tensor([1]), 2)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        nbx.add(nbx.tensor([1]), 1, beta=2)
+    with pytest.raises(TypeError, match="missing required argument"):
+        nbx.add(nbx.tensor([1]))
+    assert nbx.add(nbx.tensor([1]), 2, alpha=3).tolist() == [7]
+    assert nbx.true_divide is nbx.div and nbx.Tensor.divide is nbx.div
+    assert nbx.pow(2.5, nbx.tensor([1, 3])).tolist() == pytest.approx([2.5, 15.625])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nbx.add(nbx.ones(2), 1, out=nbx.empty(0))  # resizing an empty out= is silent
