@@ -210,8 +210,11 @@ def test_repository_shapes_file_is_valid_and_big_enough():
     for case, shape, dt, call in rows:
         assert max(s.nbytes for s in call.inputs) >= H.MIN_TENSOR_BYTES, (shape, dt)
     # The families of issue 4's bandwidth targets are all there.
-    for op in ("add", "exp", "relu", "_to_copy", "sum", "amax", "softmax", "log_softmax", "layer_norm", "rms_norm"):
+    for op in ("add", "exp", "relu", "copy_", "sum", "amax", "softmax", "log_softmax", "layer_norm", "rms_norm"):
         assert op in doc["ops"]
+    # Casts are converting copies (x.to(dtype) runs copy_'s kernel): benchmarked under copy_.
+    casts = [c[3].dtype_label for c in H.expand_cases(doc, "copy_") if c[0]["factory"] == "cast"]
+    assert {"float32->bfloat16", "bfloat16->float32", "bfloat16->float8_e4m3fn"} <= set(casts)
     sm = [c for c in H.expand_cases(doc, "softmax") if c[1] == (32768, 8192) and c[2] == "bfloat16"]
     assert sm, "softmax 32768x8192 bf16 (the issue's example) must be benchmarked"
 
