@@ -260,13 +260,14 @@ class Call:
                    decode_args(d.get("kwargs", {})), d.get("dtype_label", ""))
 
     def args_str(self) -> str:
-        """The non-tensor arguments, for the CSV's ``args`` column."""
-        extra = [a for a in self.args if not isinstance(a, TensorRef)]
-        kw = {k: v for k, v in self.kwargs.items() if not isinstance(v, TensorRef)}
-        if not extra and not kw:
-            return ""
-        return json.dumps({"args": encode_args(extra), "kwargs": encode_args(kw)} if extra else encode_args(kw),
-                          sort_keys=True)
+        """The non-tensor arguments, for the CSV's ``args`` column: ``[1.5]``, ``{"dim": -1}``, ``["int32"]``."""
+        def plain(v):
+            v = encode_args(v)
+            return v["$dtype"] if isinstance(v, dict) and set(v) == {"$dtype"} else v
+        extra = [plain(a) for a in self.args if not isinstance(a, TensorRef)]
+        kw = {k: plain(v) for k, v in self.kwargs.items() if not isinstance(v, TensorRef)}
+        parts = ([json.dumps(extra)] if extra else []) + ([json.dumps(kw, sort_keys=True)] if kw else [])
+        return " ".join(parts)
 
 
 def materialize(obj: Any, tensors: list, dtype_of: Callable[[str], Any]) -> Any:
