@@ -596,7 +596,7 @@ def test_bench_ops_on_the_gpu(tmp_path):
     if not (hasattr(nbx, "cuda") and nbx.cuda.is_available()):
         pytest.skip("no CUDA device")
     p = subprocess.run([sys.executable, os.path.join(BENCH, "bench_ops.py"), "--out", str(tmp_path), "--quick",
-                        "--ops", "add,softmax,copy_", "--budget-s", "120"], capture_output=True, text=True, timeout=600)
+                        "--ops", "add,softmax", "--budget-s", "120"], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     rows = H.read_csv(str(tmp_path / "results.csv"))
     assert rows and all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
