@@ -14,9 +14,9 @@ from .generator import (Generator, default_generator, default_generator_for, get
                         manual_seed, seed, set_rng_state)
 from .distributions import (bernoulli, bernoulli_, dropout, multinomial, normal_, rand, rand_like, randint,
                             randint_like, randn, randn_like, randperm, uniform_)
-from .sampling import sample, sample_reference
+from .sampling import sample, sample_reference, sampling_mask
 
 __all__ = ["Generator", "default_generator", "default_generator_for", "get_rng_state", "initial_seed",
            "manual_seed", "seed", "set_rng_state", "bernoulli", "bernoulli_", "dropout", "multinomial", "normal_",
            "rand", "rand_like", "randint", "randint_like", "randn", "randn_like", "randperm", "uniform_",
-           "sample", "sample_reference"]
+           "sample", "sample_reference", "sampling_mask"]

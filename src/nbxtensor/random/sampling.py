@@ -58,7 +58,7 @@ from .distributions import FLOAT_DTYPES, _exp_key_np, _u53p, _u53p_np, exp_key
 from .generator import resolve_generator
 from .philox import f64_arg, f64_bits, i64_args, philox4x32, philox_at, signed64
 
-__all__ = ["sample", "sample_reference", "SamplingParams", "MASS_BITS"]
+__all__ = ["sample", "sample_reference", "sampling_mask", "SamplingParams", "MASS_BITS"]
 
 MASS_BITS = 40  # top-p masses are floor(e * 2**MASS_BITS) in int64; rows * V * 2**40 must stay below 2**63
 _MASS_SCALE = float(1 << MASS_BITS)
@@ -161,6 +161,40 @@ def sample_reference(logits, *, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, 
         probs[b, order] = w / w.sum()
         keep[b, order] = kept
     return probs, keep
+
+
+def sampling_mask(logits, *, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.0,
+                  prev_tokens=None) -> np.ndarray:
+    """The set :func:`sample` draws from, by its exact rules (integer masses, deterministic ``exp``): a boolean
+    ``(rows, V)`` host array. It differs from :func:`sample_reference`'s set only where a cumulative mass lies
+    within about ``V * 2**-40`` (relative) of ``top_p``."""
+    p = SamplingParams(temperature, top_k, top_p, min_p, repetition_penalty)
+    lg = np.asarray(logits.numpy() if isinstance(logits, Tensor) else logits).astype(np.float64)
+    lg = lg.reshape(1, -1) if lg.ndim == 1 else lg
+    prev = None if prev_tokens is None else np.asarray(
+        prev_tokens.numpy() if isinstance(prev_tokens, Tensor) else prev_tokens).reshape(lg.shape[0], -1)
+    x = _penalised(lg, prev, p.repetition_penalty)
+    rows, V = x.shape
+    keep = np.zeros((rows, V), dtype=bool)
+    for b in range(rows):
+        if p.greedy:
+            keep[b, int(np.argmax(x[b]))] = True
+            continue
+        xb = x[b] / p.temperature if p.temperature != 1.0 else x[b]
+        order = np.lexsort((np.arange(V), -xb))
+        xs = xb[order]
+        kept = np.ones(V, dtype=bool)
+        k = p.top_k_for(V)
+        if k:
+            kept &= xs >= xs[k - 1]
+        if p.top_p < 1.0:
+            q = np.where(kept, (D.exp_np(xs - xs[0]) * _MASS_SCALE).astype(np.int64), 0)
+            before = np.cumsum(q) - q
+            kept &= (before.astype(np.float64) < p.top_p * float(q.sum())) | (np.arange(V) == 0)
+        if p.min_p > 0.0:
+            kept &= (xs - xs[0]) >= p.log_min_p
+        keep[b, order] = kept
+    return keep
 
 
 # ---------------------------------------------------------------------------------------------------------
