@@ -42,7 +42,7 @@ from ..runtime.triton_compat import jit, tl
 from ..shapes import numel
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
-from .reduction import FLOATS, _cdiv, _welford_combine
+from .reduction import FLOATS, _cdiv, _welford_combine, sqrt_rn
 from .registry import Cost, OpRecord, register
 from .triton_helpers import TL_DTYPES, convert
 
@@ -77,12 +77,12 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, RMS: tl
         msk = row_ok[:, None] & (lanes < N)[None, :]
         x = tl.where(msk, convert(tl.load(x_ptr + base + lanes[None, :], mask=msk), ACC), 0.0)
         if RMS:
-            r = 1.0 / tl.sqrt_rn(tl.sum(x * x, 1) / N + eps)
+            r = 1.0 / sqrt_rn(tl.sum(x * x, 1) / N + eps)
             y = x * r[:, None]
         else:
             mean = tl.sum(x, 1) / N
             d = tl.where(msk, x - mean[:, None], 0.0)
-            r = 1.0 / tl.sqrt_rn(tl.sum(d * d, 1) / N + eps)
+            r = 1.0 / sqrt_rn(tl.sum(d * d, 1) / N + eps)
             y = d * r[:, None]
         y = _affine(y, ch0 + lanes[None, :] // HW, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
         tl.store(y_ptr + base + lanes[None, :], convert(y, y_ptr.dtype.element_ty), mask=msk)
@@ -102,7 +102,7 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, RMS: tl
                 cm = tl.sum(x, 1) / tl.maximum(c, 1.0)
                 d = tl.where(msk, x - cm[:, None], 0.0)
                 mean, m2, cnt = _welford_combine(mean, m2, cnt, cm, tl.sum(d * d, 1), c)
-        r = 1.0 / tl.sqrt_rn(m2 / N + eps)
+        r = 1.0 / sqrt_rn(m2 / N + eps)
         for n0 in range(0, N, BLOCK_N):
             n = n0 + lanes
             msk = row_ok[:, None] & (n < N)[None, :]
@@ -125,7 +125,7 @@ def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps,
     row_ok = rows < M
     c = rows % C
     mean = convert(tl.load(rm_ptr + c, mask=row_ok), ACC)
-    scale = 1.0 / tl.sqrt_rn(convert(tl.load(rv_ptr + c, mask=row_ok), ACC) + eps)
+    scale = 1.0 / sqrt_rn(convert(tl.load(rv_ptr + c, mask=row_ok), ACC) + eps)
     if HAS_W:
         scale = scale * convert(tl.load(w_ptr + c, mask=row_ok), ACC)
     if HAS_B:
@@ -397,6 +397,27 @@ def _cost(name: str, flops_per: int):
     return cost
 
 
+def _t(*shape, dtype=T.float32, fill=0.0):
+    return lambda dev: new_empty(shape, dtype, dev).fill_(fill)
+
+
+# Error inputs as data: (label, args builders, kwargs, exception type, message regex).
+_ERRORS = {
+    "layer_norm": [("shape mismatch", (_t(2, 4), [3]), {}, RuntimeError, "expected input with shape"),
+                   ("weight shape", (_t(2, 4), [4]), {"weight": _t(3)}, RuntimeError, "same shape"),
+                   ("integer input", (_t(2, 4, dtype=T.int32), [4]), {}, NotImplementedError, "not implemented"),
+                   ("int normalized_shape", (_t(2, 4), 4), {}, TypeError, "tuple of ints")],
+    "rms_norm": [("shape mismatch", (_t(2, 4), [2, 4, 1]), {}, RuntimeError, "expected input with shape"),
+                 ("weight shape", (_t(2, 4), [4]), {"weight": _t(4, 1)}, RuntimeError, "same shape")],
+    "group_norm": [("channels not divisible", (_t(2, 4, 3), 3), {}, RuntimeError, "divisible by num_groups"),
+                   ("1-dim input", (_t(4), 2), {}, RuntimeError, "at least 2 dimensions")],
+    "batch_norm": [("no running stats", (_t(2, 3), None, None), {}, RuntimeError, "evaluation mode"),
+                   ("running_mean size", (_t(2, 3, 4), _t(2), _t(3, fill=1.0)), {}, RuntimeError,
+                    "should contain 3 elements"),
+                   ("training", (_t(2, 3), _t(3), _t(3, fill=1.0)), {"training": True}, NotImplementedError,
+                    "training")],
+}
+
 _RECORDS = (
     ("layer_norm", "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
      "float eps=1e-05)", _rows_driver(False), _cpu_rows, _triton_rows, _oracle_layer_norm, 8),
@@ -411,5 +432,5 @@ _RECORDS = (
 for _name, _schema, _driver, _cpu, _tri, _oracle, _flops in _RECORDS:
     register(OpRecord(name=_name, family="norm", cpu=_cpu, triton=_tri, oracle=_oracle, cost=_cost(_name, _flops),
                       extra=dict(schema=_schema, driver=_driver, dtypes=FLOATS, method=False,
-                                 namespaces=("functional",))))
+                                 namespaces=("functional",), errors=_ERRORS[_name])))
 del _name, _schema, _driver, _cpu, _tri, _oracle, _flops

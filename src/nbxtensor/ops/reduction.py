@@ -27,6 +27,10 @@ combine; nanmean (sum, count). When there are too few outputs to fill the GPU (`
 the config's ``target_programs``), the reduced axis is split: a first launch writes per-chunk states to a
 workspace and a second launch of the same kernel combines them (``STAGE`` 1 and 2).
 
+``var_mean``/``std_mean`` return a NaN mean wherever the variance is NaN because the row holds +-inf or NaN (one
+rule for every summation order; PyTorch's sequential Welford gives NaN there unless the inf is the row's last
+element).
+
 **Numerics**: float16 and bfloat16 accumulate in float32 and round once (``float16 [0.01] * 65536`` sums to
 655.0, within one float16 ulp of PyTorch CPU's 655.5, which comes from its summation order); float32 in float32,
 float64 in float64; integers and bool in int64 (wrapping as PyTorch). Offsets are 64-bit.
@@ -228,6 +232,17 @@ def _lse_combine(ma, sa, mb, sb):
 
 
 @jit
+def sqrt_rn(x):
+    """Correctly rounded square root: ``tl.sqrt_rn`` for float32 (``tl.sqrt`` may be approximate there); float64's
+    ``tl.sqrt`` is IEEE already (``sqrt_rn`` takes float32 only)."""
+    if x.dtype == tl.float64:
+        r = tl.sqrt(x)
+    else:
+        r = tl.sqrt_rn(x)
+    return r
+
+
+@jit
 def _as(v, DT: tl.constexpr):
     """A scalar argument in dtype DT, by arithmetic: an int argument equal to 1 arrives as a constexpr and a
     float one as a Python float under the interpreter, neither of which has ``.to``."""
@@ -258,7 +273,7 @@ def _element_state(raw, idx, KIND: tl.constexpr, PRE: tl.constexpr, LOADT: tl.co
         b = v
         c = v
     elif KIND == 7:
-        b = tl.zeros_like(v)
+        b = v - v  # M2 of one element: 0, but NaN for +-inf and NaN (PyTorch's Welford step: inf * (inf - inf))
         c = tl.full(v.shape, 1.0, ACC)
     elif KIND == 8:
         b = tl.full(v.shape, 1.0, ACC)
@@ -356,7 +371,7 @@ def _finish(ra, rb, rc, n_total, p, corr, FIN: tl.constexpr, ACC: tl.constexpr):
     if FIN == 1:
         res = ra / _as(n_total, ACC)
     elif FIN == 2:
-        res = tl.sqrt_rn(ra)
+        res = sqrt_rn(ra)
     elif FIN == 3:
         res = tl.exp2(tl.log2(ra) / _as(p, ACC))
     elif FIN == 4 or FIN == 5:
@@ -364,7 +379,7 @@ def _finish(ra, rb, rc, n_total, p, corr, FIN: tl.constexpr, ACC: tl.constexpr):
         div = tl.maximum(rc - _as(corr, ACC), 0.0)
         res = rb / div
         if FIN == 5:
-            res = tl.sqrt_rn(res)
+            res = sqrt_rn(res)
     elif FIN == 6:
         res = ra + tl.log(rb)
     elif FIN == 7:
@@ -372,7 +387,9 @@ def _finish(ra, rb, rc, n_total, p, corr, FIN: tl.constexpr, ACC: tl.constexpr):
     else:
         res = ra
     if FIN == 4 or FIN == 5:
-        res2 = ra
+        # var_mean's mean: NaN where M2 is NaN (a +-inf or NaN in the row), one rule for every summation order
+        # (PyTorch's sequential Welford gives NaN unless the inf comes last)
+        res2 = tl.where(rb != rb, rb, ra)
     else:
         res2 = rb
     return res, res2
@@ -720,7 +737,9 @@ def _cpu_var(x: Tensor, dims, y: Tensor | None, y2: Tensor | None, *, corr: floa
     with np.errstate(all="ignore"):
         mean = np.add.reduce(a, axis=-1) / t(n)
         d = a - mean[..., None]
-        var = np.add.reduce(d * d, axis=-1) / t(max(n - corr, 0.0))
+        m2 = np.add.reduce(d * d, axis=-1)
+        mean = np.where(np.isnan(m2), m2, mean)  # the kernels' rule for var_mean's mean (see _finish)
+        var = m2 / t(max(n - corr, 0.0))
         if take_sqrt:
             var = np.sqrt(var)
     if y is not None:
@@ -874,7 +893,9 @@ def _oracle_var(take_sqrt: bool, with_mean: bool):
         n = numel([a.shape[d] for d in dims])
         with np.errstate(all="ignore"):
             mean = np.mean(x, axis=dims, keepdims=True)
-            v = np.sum((x - mean) ** 2, axis=dims, keepdims=True) / max(n - corr, 0.0)
+            m2 = np.sum((x - mean) ** 2, axis=dims, keepdims=True)
+            mean = np.where(np.isnan(m2), np.nan, mean)  # documented rule: NaN variance -> NaN mean
+            v = m2 / max(n - corr, 0.0)
             if take_sqrt:
                 v = np.sqrt(v)
         v, mean = _o_shape(v, a, dims, keepdim), _o_shape(mean, a, dims, keepdim)
@@ -885,6 +906,8 @@ def _oracle_var(take_sqrt: bool, with_mean: bool):
 def _oracle_arg(largest: bool, with_values: bool):
     def oracle(a: np.ndarray, dim=None, keepdim=False, **params):
         x = _o_in(a)
+        if dim is None and with_values:  # max(x): the value only (NaN if any element is NaN)
+            return np.asarray(np.max(x) if largest else np.min(x))
         if dim is None:  # flat index in logical (row-major) order
             flat = x.reshape(-1)
             idx = np.argmax(flat) if largest else np.argmin(flat)  # first occurrence; the first NaN wins
@@ -1269,43 +1292,92 @@ def _simple_triton(x, dims, y, *, how, p=0.0):
     _triton_simple(x, dims, y, how=how, p=p)
 
 
+def _t(*shape, dtype=T.float32):
+    """A builder of an input for the error cases: ``dev -> tensor`` (zeros of ``shape`` and ``dtype``)."""
+    return lambda dev: new_empty(shape, dtype, dev).fill_(0) if numel(shape) else new_empty(shape, dtype, dev)
+
+
+# Error inputs as data (``extra["errors"]``): (label, args builders, kwargs, exception type, message regex).
+# One generic test runs them all; the parity suite checks PyTorch raises the same type.
+_E_DIM = ("dim out of range", (_t(2, 3),), {"dim": 2}, IndexError, "out of range")
+_E_REPEAT = ("repeated dim", (_t(2, 3),), {"dim": (0, 0)}, RuntimeError, "multiple times")
+_E_COMPLEX = ("complex input", (_t(3, dtype=T.complex64),), {}, NotImplementedError, "not implemented")
+_ERRORS = {
+    "sum": [_E_DIM, _E_REPEAT, _E_COMPLEX],
+    "nansum": [_E_DIM, ("float8 input", (_t(3, dtype=T.float8_e4m3fn),), {}, NotImplementedError, "not impl")],
+    "mean": [("integer input", (_t(3, dtype=T.int64),), {}, RuntimeError, "could not infer output dtype"), _E_REPEAT],
+    "nanmean": [("integer input", (_t(3, dtype=T.int32),), {}, RuntimeError, "could not infer output dtype")],
+    "prod": [("tuple dim", (_t(2, 3),), {"dim": (0, 1)}, TypeError, "must be int"), _E_DIM],
+    "amax": [("empty reduced dim", (_t(0, 3),), {"dim": 0}, IndexError, "non-zero size"),
+             ("out dtype", (_t(2, 3),), {"dim": 0, "out": _t(3, dtype=T.float64)}, RuntimeError, "dtype")],
+    "amin": [("uint16 input", (_t(3, dtype=T.uint16),), {}, NotImplementedError, "not implemented"),
+             ("empty input", (_t(0),), {}, IndexError, "non-zero size")],
+    "all": [("out dtype", (_t(2, 3),), {"dim": 0, "out": _t(3)}, RuntimeError, "dtype"), _E_DIM],
+    "any": [_E_REPEAT],
+    "count_nonzero": [("keepdim", (_t(2, 3),), {"dim": 0, "keepdim": True}, TypeError, "unexpected keyword")],
+    "logsumexp": [("dim missing", (_t(2, 3),), {}, TypeError, "missing required argument 'dim'")],
+    "var": [("integer input", (_t(3, dtype=T.int32),), {}, RuntimeError, "floating point"),
+            ("unbiased and correction", (_t(3),), {"unbiased": True, "correction": 1}, TypeError, "either")],
+    "std": [("integer input", (_t(3, dtype=T.int64),), {}, RuntimeError, "floating point")],
+    "var_mean": [("bool input", (_t(3, dtype=T.bool_),), {}, RuntimeError, "floating point")],
+    "std_mean": [_E_DIM],
+    "argmax": [("bool input", (_t(3, dtype=T.bool_),), {}, RuntimeError, "bool"),
+               ("empty input", (_t(0, 2),), {}, IndexError, "numel\\(\\) == 0"),
+               ("tuple dim", (_t(2, 3),), {"dim": (0, 1)}, TypeError, "must be int")],
+    "argmin": [("empty reduced dim", (_t(2, 0),), {"dim": 1}, IndexError, "non-zero size")],
+    "max": [("empty input", (_t(0, 2),), {}, RuntimeError, "numel\\(\\) == 0"),
+            ("empty reduced dim", (_t(0, 2),), {"dim": 0}, IndexError, "non-zero size"),
+            ("out indices dtype", (_t(2, 3),), {"dim": 0, "out": (_t(3), _t(3, dtype=T.int32))}, RuntimeError,
+             "dtype")],
+    "min": [("uint32 input", (_t(3, dtype=T.uint32),), {"dim": 0}, NotImplementedError, "not implemented")],
+    "aminmax": [("empty input", (_t(0, 3),), {}, RuntimeError, "no identity"),
+                ("empty reduced dim", (_t(0, 3),), {"dim": 0}, IndexError, "non-zero size")],
+    "vector_norm": [("integer input", (_t(3, dtype=T.int64),), {}, RuntimeError, "floating point"),
+                    ("inf norm of empty", (_t(0, 3),), {"ord": math.inf}, RuntimeError, "identity"),
+                    ("narrowing dtype", (_t(3),), {"dtype": T.float16}, RuntimeError, "narrowing")],
+    "norm": [("nuclear norm", (_t(2, 3),), {"p": "nuc"}, NotImplementedError, "nuc")],
+}
+
+
 def _reg(name: str, schema: str, driver, cpu, triton, oracle, *, method=True, namespaces=("torch",), **extra):
     rec = OpRecord(name=name, family="reduction", cpu=cpu, triton=triton, oracle=oracle, cost=_cost_of(name),
-                   extra=dict(schema=schema, driver=driver, method=method, namespaces=namespaces, **extra))
+                   extra=dict(schema=schema, driver=driver, method=method, namespaces=namespaces,
+                              errors=_ERRORS.get(name, []), **extra))
     register(rec)
     return rec
 
 
 _DIM_MULTI = "int[]? dim=None, bool keepdim=False"
 for _name, _result, _allowed, _ident, _dtypes, _extra in (
-        ("sum", _sum_result, _ALL_NUM, 0, _ALL_NUM, {}),
-        ("nansum", _sum_result, _ALL_NUM, 0, _ALL_NUM, {}),
-        ("mean", _float_result, _ALL_NUM, float("nan"), FLOATS, {}),
-        ("nanmean", _float_result, _ALL_NUM, float("nan"), FLOATS, {})):
+        ("sum", _sum_result, _ALL_NUM, 0, _ALL_NUM, {"variants": ({}, {"dtype": T.float64}), "empty": 0.0}),
+        ("nansum", _sum_result, _ALL_NUM, 0, _ALL_NUM, {"empty": 0.0}),
+        ("mean", _float_result, _ALL_NUM, float("nan"), FLOATS, {"variants": ({}, {"dtype": T.float64}),
+                                                                  "empty": float("nan")}),
+        ("nanmean", _float_result, _ALL_NUM, float("nan"), FLOATS, {"empty": float("nan")})):
     _reg(_name, f"{_name}(Tensor input, {_DIM_MULTI}, *, dtype? dtype=None, Tensor? out=None)",
          _simple_driver(_name, result=_result, allowed=_allowed, identity=_ident), _simple_cpu, _simple_triton,
          _oracle_simple(_name), dtypes=_dtypes, dim_mode="multi", how=_name, **_extra)
 _reg("prod", "prod(Tensor input, int? dim=None, bool keepdim=False, *, dtype? dtype=None, Tensor? out=None)",
      _simple_driver("prod", result=_sum_result, allowed=_ALL_NUM, identity=1), _simple_cpu, _simple_triton,
-     _oracle_simple("prod"), dtypes=_ALL_NUM, dim_mode="single_or_none", how="prod", domain="near_one")
+     _oracle_simple("prod"), dtypes=_ALL_NUM, dim_mode="single_or_none", how="prod", domain="near_one", empty=1.0)
 for _name in ("amax", "amin"):
     _reg(_name, f"{_name}(Tensor input, int[] dim=(), bool keepdim=False, *, Tensor? out=None)",
          _simple_driver(_name, result=_same_result, allowed=_ORDERED, exact_out=True, has_dtype=False,
                         no_identity=True), _simple_cpu, _simple_triton, _oracle_simple(_name), dtypes=_ORDERED,
-         dim_mode="multi", how=_name, empty_error=IndexError)
+         dim_mode="multi", how=_name, empty=IndexError)
 for _name, _ident in (("all", True), ("any", False)):
     _reg(_name, f"{_name}(Tensor input, {_DIM_MULTI}, *, Tensor? out=None)",
          _simple_driver(_name, result=_bool_result, allowed=_ALL_NUM, identity=_ident, exact_out=True,
                         has_dtype=False), _simple_cpu, _simple_triton, _oracle_simple(_name), dtypes=_ALL_NUM,
-         dim_mode="multi", how=_name, domain="sparse")
+         dim_mode="multi", how=_name, domain="sparse", empty=float(_ident))
 _reg("count_nonzero", "count_nonzero(Tensor input, int[]? dim=None)",
      _simple_driver("count_nonzero", result=_int64_result, allowed=_ALL_NUM, identity=0, has_dtype=False),
      _simple_cpu, _simple_triton, _oracle_simple("count_nonzero"), dtypes=_ALL_NUM, dim_mode="multi_nokeep",
-     how="count_nonzero", domain="sparse")
+     how="count_nonzero", domain="sparse", empty=0.0)
 _reg("logsumexp", "logsumexp(Tensor input, int[] dim, bool keepdim=False, *, Tensor? out=None)",
      _simple_driver("logsumexp", result=_lse_result, allowed=_ALL_NUM, identity=float("-inf"), has_dtype=False),
      _simple_cpu, _simple_triton, _oracle_simple("logsumexp"), dtypes=_ALL_NUM, dim_mode="multi_required",
-     how="logsumexp")
+     how="logsumexp", empty=float("-inf"))
 _VAR_SCHEMA = ("(Tensor input, int[]|bool? dim=None, bool? unbiased=None, bool keepdim=False, *, "
                "Scalar? correction=None{out})")
 for _name, _sqrt, _mean, _variants in (
@@ -1315,25 +1387,25 @@ for _name, _sqrt, _mean, _variants in (
         ("std_mean", True, True, ({},))):
     _reg(_name, _name + _VAR_SCHEMA.format(out="" if _mean else ", Tensor? out=None"), _var_driver(_sqrt, _mean),
          _cpu_var, _triton_var, _oracle_var(_sqrt, _mean), dtypes=FLOATS, dim_mode="multi", method=not _mean,
-         outputs=2 if _mean else 1, variants=_variants)
+         outputs=2 if _mean else 1, variants=_variants, empty=float("nan"))
 for _name, _largest in (("argmax", True), ("argmin", False)):
     _reg(_name, f"{_name}(Tensor input, int? dim=None, bool keepdim=False, *, Tensor? out=None)",
          _argext_driver(_largest), _cpu_arg, _triton_arg, _oracle_arg(_largest, False), dtypes=INTS + FLOATS,
-         dim_mode="single_or_none")
+         dim_mode="single_or_none", empty=IndexError)
 for _name, _largest in (("max", True), ("min", False)):
     _reg(_name, f"{_name}(Tensor input, Tensor|int? dim=None, bool keepdim=False, *, Tensor[]? out=None)",
          _maxmin_driver(_largest), _cpu_arg, _triton_arg, _oracle_arg(_largest, True), dtypes=_ORDERED,
-         dim_mode="single", outputs=2)
+         dim_mode="single", outputs=2, empty=IndexError)
 _reg("aminmax", "aminmax(Tensor input, *, int? dim=None, bool keepdim=False, Tensor[]? out=None)",
      _aminmax_driver, _cpu_aminmax, _triton_aminmax, _oracle_aminmax, dtypes=_ORDERED, dim_mode="single_or_none",
-     outputs=2)
+     outputs=2, empty=IndexError)
 _reg("vector_norm", "vector_norm(Tensor x, Scalar ord=2, int[]? dim=None, bool keepdim=False, *, dtype? dtype=None, "
      "Tensor? out=None)",
      _vector_norm_driver, _simple_cpu, _simple_triton, _oracle_norm, dtypes=FLOATS, dim_mode="multi", method=False,
      namespaces=("torch", "linalg"),
-     variants=({}, {"ord": 1}, {"ord": 0}, {"ord": math.inf}, {"ord": -math.inf}, {"ord": 3.0}, {"ord": -1.5}))
+     variants=({}, {"ord": 1}, {"ord": 0}, {"ord": math.inf}, {"ord": -math.inf}, {"ord": 3.0}, {"ord": -1.5}), empty=0.0)
 _reg("norm", "norm(Tensor input, Scalar|str? p='fro', int[]? dim=None, bool keepdim=False, *, Tensor? out=None, "
      "dtype? dtype=None)",
      _norm_driver, _simple_cpu, _simple_triton, _oracle_norm, dtypes=FLOATS, dim_mode="multi",
-     variants=({}, {"p": 1}, {"p": math.inf}))
+     variants=({}, {"p": 1}, {"p": math.inf}), empty=0.0)
 del _name, _result, _allowed, _ident, _dtypes, _extra, _sqrt, _mean, _variants, _largest

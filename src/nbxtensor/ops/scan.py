@@ -374,9 +374,29 @@ def _cost_of(name: str):
     return cost
 
 
+def _t(*shape, dtype=T.float32):
+    return lambda dev: new_empty(shape, dtype, dev).fill_(0)
+
+
+# Error inputs as data: (label, args builders, kwargs, exception type, message regex).
+_ERRORS = {
+    "cumsum": [("dim missing", (_t(2, 3),), {}, TypeError, "missing required argument 'dim'"),
+               ("dim out of range", (_t(2, 3),), {"dim": 2}, IndexError, "out of range"),
+               ("float8 input", (_t(3, dtype=T.float8_e5m2),), {"dim": 0}, NotImplementedError, "not implemented")],
+    "cumprod": [("complex input", (_t(3, dtype=T.complex64),), {"dim": 0}, NotImplementedError, "not implemented")],
+    "cummax": [("uint32 input", (_t(3, dtype=T.uint32),), {"dim": 0}, NotImplementedError, "not implemented"),
+               ("out indices dtype", (_t(3),), {"dim": 0, "out": (_t(3), _t(3, dtype=T.int32))}, RuntimeError,
+                "dtype")],
+    "cummin": [("dim out of range", (_t(3),), {"dim": -2}, IndexError, "out of range")],
+    "logcumsumexp": [("integer input", (_t(3, dtype=T.int64),), {"dim": 0}, NotImplementedError,
+                      "not implemented")],
+}
+
+
 def _reg(name: str, schema: str, oracle, dtypes, **extra):
     rec = OpRecord(name=name, family="scan", cpu=_cpu_scan, triton=_triton_scan, oracle=oracle, cost=_cost_of(name),
-                   extra=dict(schema=schema, driver=_scan_driver, dtypes=dtypes, **extra))
+                   extra=dict(schema=schema, driver=_scan_driver, dtypes=dtypes, errors=_ERRORS.get(name, []),
+                              **extra))
     register(rec)
 
 

@@ -32,7 +32,7 @@ from ..runtime.configs import launch_config
 from ..runtime.launcher import launch
 from ..runtime.triton_compat import jit, tl
 from ..shapes import wrap_dim
-from ..tensor.core import Tensor, host_view
+from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from .reduction import FLOATS, _cdiv, _check_input, _new_out, _finish_out, _tmp_like_groups, canonical3, collapse_dims
 from .registry import Cost, OpRecord, register
@@ -253,11 +253,21 @@ def _triton(x, dim, y, *, log):
     launch_softmax(x, dim, y, log)
 
 
+def _t(*shape, dtype=T.float32):
+    return lambda dev: new_empty(shape, dtype, dev).fill_(0)
+
+
+# Error inputs as data: (label, args builders, kwargs, exception type, message regex).
+_ERRORS = [("integer input", (_t(2, 3, dtype=T.int64),), {"dim": 1}, NotImplementedError, "not implemented"),
+           ("dim out of range", (_t(2, 3),), {"dim": 2}, IndexError, "out of range"),
+           ("dim missing", (_t(2, 3),), {}, TypeError, "missing required argument 'dim'"),
+           ("out dtype", (_t(2, 3),), {"dim": 1, "out": _t(2, 3, dtype=T.float64)}, RuntimeError, "dtype")]
+
 for _name in ("softmax", "log_softmax"):
     _rec = OpRecord(name=_name, family="softmax", cpu=_cpu, triton=_triton, oracle=_oracle(_name == "log_softmax"),
                     cost=_cost(_name),
                     extra=dict(schema=f"{_name}(Tensor input, int dim, dtype? dtype=None, *, Tensor? out=None)",
-                               driver=_driver, dtypes=FLOATS,
+                               driver=_driver, dtypes=FLOATS, errors=_ERRORS,
                                namespace_schemas={"functional": f"{_name}(Tensor input, int? dim=None, "
                                                                 f"int _stacklevel=3, dtype? dtype=None)"}))
     register(_rec)

@@ -1,0 +1,329 @@
+"""Reductions (src/nbxtensor/ops/reduction.py): every record of the family against its float64 oracle over dtypes x
+layouts x dims x keepdim, special values, empty reductions and error inputs from the records, plus the
+canonicalisation and the numerics the issue names.
+
+Runs on the device under test (``NBX_TEST_DEVICE``); under ``NBX_TRITON_INTERPRET=1`` the cpu tensors go through
+the Triton kernels (the interpreter tier; ``NBX_TEST_QUICK=1`` shrinks the matrix).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+import reduce_harness as H
+from nbxtensor.dtypes import table as T
+from nbxtensor.ops import registry
+from nbxtensor.ops.reduction import canonical3, collapse_dims, reduce_dims
+
+FAMILY = "reduction"
+RECS = H.records(FAMILY)
+
+
+def _dim_specs(rec, ndim: int) -> list:
+    """The dim arguments a record is tested with for an input of ``ndim`` dims."""
+    mode = rec.extra["dim_mode"]
+    if ndim == 0:
+        return [0] if mode in ("multi_required", "single") else [None, 0]
+    pair = [(0, ndim - 1)] if ndim >= 2 else []
+    return {"multi": [None, 0, -1] + pair, "multi_nokeep": [None, 0] + pair, "multi_required": [0, -1] + pair,
+            "single": [0, -1] + ([1] if ndim == 3 else []), "single_or_none": [None, 0, -1]}[mode]
+
+
+def _cases():
+    out = []
+    layouts = [la for la in H.layouts() + ["contig3d"] if not (H.QUICK and la == "zero_reduced")]
+    for rec in RECS:
+        variants = list(rec.extra.get("variants", ({},)))
+        dts = H.test_dtypes(rec)[: (3 if H.QUICK else None)]
+        k = 0
+        for dt in dts:
+            for layout in layouts:
+                nd = len(H.shape_for(layout if layout != "contig3d" else "permuted3d", H.DEVICE))
+                specs = _dim_specs(rec, nd)
+                spec = specs[k % len(specs)]
+                keep = rec.extra["dim_mode"] != "multi_nokeep" and k % 2 == 1
+                out.append((rec.name, dt.name, layout, spec, keep, variants[k % len(variants)]))
+                k += 1
+        # every dim spec and keepdim on a few layouts in float32 (or the first dtype)
+        dt = T.float32 if T.float32 in dts else dts[0]
+        for layout in (["contiguous", "contig3d"] if H.QUICK else
+                       ["contiguous", "transposed", "sliced", "permuted3d", "contig3d", "expanded"]):
+            nd = len(H.shape_for(layout if layout != "contig3d" else "permuted3d", H.DEVICE))
+            for spec in _dim_specs(rec, nd):
+                for keep in ((False,) if rec.extra["dim_mode"] == "multi_nokeep" or (H.QUICK and layout != "contiguous")
+                             else (False, True)):
+                    out.append((rec.name, dt.name, layout, spec, keep, {}))
+        for j, v in enumerate(variants[1:]):
+            for dt in [d for d in (T.float32, T.float16, T.float64) if d in dts][: (1 if H.QUICK else 3)]:
+                out.append((rec.name, dt.name, ("contiguous", "transposed", "permuted3d")[j % 3], -1, False, v))
+    return out
+
+
+def _id(case):
+    name, dt, layout, spec, keep, v = case
+    return f"{name}-{dt}-{layout}-dim{spec}-{'keep' if keep else 'nokeep'}" + (f"-{v}" if v else "")
+
+
+CASES = _cases()
+
+
+def _seed(*parts) -> int:
+    return zlib.crc32(repr(parts).encode())
+
+
+def _kwargs(rec, spec, keep, variant):
+    kw = dict(variant)
+    mode = rec.extra["dim_mode"]
+    if spec is not None or mode == "multi_required":
+        kw["dim"] = spec
+    if mode != "multi_nokeep" and keep:
+        kw["keepdim"] = True
+    return kw
+
+
+def _reduced(shape, spec) -> int:
+    dims = reduce_dims(spec, len(shape), "test")
+    return math.prod(shape[d] for d in dims) if shape else 1
+
+
+def _outputs(res):
+    return list(res) if isinstance(res, tuple) else [res]
+
+
+def _run_case(rec, dt, host_in, x, kw, what):
+    fn = rec.extra["function"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = fn(x, **kw)
+        exp = rec.oracle(host_in, **kw)
+    outs, exps = _outputs(res), (list(exp) if isinstance(exp, tuple) else [exp])
+    assert len(outs) == len(exps), what
+    spec = kw.get("dim")
+    k = _reduced(host_in.shape, spec) if not isinstance(spec, bool) else host_in.size
+    for o, e in zip(outs, exps):
+        H.assert_close(H.host(o), H.expected_as(e, o.dtype), o.dtype, reduced=k, what=what)
+    return res
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_against_oracle(case, device):
+    name, dtn, layout, spec, keep, variant = case
+    rec = registry.get(name)
+    dt = T.dtype_from(dtn)
+    base_layout = "contiguous" if layout == "contig3d" else layout
+    shape = H.shape_for("permuted3d" if layout == "contig3d" else layout, device)
+    rng = np.random.default_rng(_seed(case))
+    host_in = H.values(rec.extra.get("domain", "normal"), dt, shape, rng)
+    if layout == "expanded":
+        host_in = np.broadcast_to(host_in[:1], shape)
+    x = H.make(host_in, base_layout, device)
+    kw = _kwargs(rec, spec, keep, variant)
+    dims = reduce_dims(spec, len(shape), "test", allow_tuple=True)
+    out_numel = math.prod(s for d, s in enumerate(shape) if d not in dims) if shape else 1
+    if out_numel and any(shape[d] == 0 for d in dims):
+        pytest.skip("empty reductions are covered by test_empty_reduction")
+    if spec is None and rec.name in ("argmax", "argmin") and not host_in.size:
+        pytest.skip("argmax of an empty tensor raises (error cases)")
+    if spec is None and rec.name in ("max", "min") and not host_in.size:
+        pytest.skip("max() of an empty tensor raises (error cases)")
+    _run_case(rec, dt, host_in, x, kw, f"{name}[{dtn}, {layout}, {kw}]")
+
+
+def _special_cases():
+    out = []
+    for rec in RECS:
+        dts = [d for d in H.FLOATS if d in rec.extra["dtypes"]]
+        if H.QUICK:
+            dts = [d for d in dts if d in (T.float32, T.bfloat16)]
+        for dt in dts:
+            for spec in _dim_specs(rec, 2)[: (2 if H.QUICK else 3)]:
+                for v in rec.extra.get("variants", ({},))[: (1 if H.QUICK else 7)]:
+                    out.append((rec.name, dt.name, spec, v))
+    return out
+
+
+SPECIAL_CASES = _special_cases()
+
+
+@pytest.mark.parametrize("case", SPECIAL_CASES, ids=[f"{c[0]}-{c[1]}-dim{c[2]}-{c[3]}" for c in SPECIAL_CASES])
+def test_special_values(case, device):
+    """+-0, +-inf, NaN and subnormals mixed into random data: NaN propagation, inf arithmetic, arg-extrema."""
+    name, dtn, spec, variant = case
+    rec = registry.get(name)
+    dt = T.dtype_from(dtn)
+    shape = (5, 6) if H.QUICK else (13, 11)
+    host_in = H.special_values(dt, shape, np.random.default_rng(_seed(case)), rec.extra.get("domain", "normal"))
+    x = H.make(host_in, "contiguous", device)
+    _run_case(rec, dt, host_in, x, _kwargs(rec, spec, False, variant), f"{name}[{dtn}, special, dim={spec}]")
+
+
+@pytest.mark.parametrize("rec", RECS, ids=[r.name for r in RECS])
+def test_empty_reduction(rec, device):
+    """Reducing an empty dim gives PyTorch's identity (record field ``empty``) or raises."""
+    x = nbx.zeros(0, 3, device=device)
+    kw = {"dim": 0}
+    fn = rec.extra["function"]
+    empty = rec.extra["empty"]
+    if isinstance(empty, type):
+        with pytest.raises(empty):
+            fn(x, **kw)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = fn(x, **kw)
+    for o in _outputs(res):
+        assert tuple(o.shape) == (3,)
+        got = H.host(o).astype(np.float64)
+        np.testing.assert_array_equal(got, np.full(3, empty))
+
+
+ERRORS = H.error_cases(FAMILY)
+
+
+@pytest.mark.parametrize("rec,err", ERRORS, ids=[f"{r.name}-{e[0]}" for r, e in ERRORS])
+def test_error_inputs(rec, err, device):
+    label, args, kwargs, exc, match = err
+    a = [H.materialize(v, device) for v in args]
+    kw = {k: H.materialize(v, device) for k, v in kwargs.items()}
+    with pytest.raises(exc, match=match):
+        rec.extra["function"](*a, **kw)
+
+
+def test_every_record_is_declared_whole():
+    for rec in RECS:
+        assert rec.cpu is not None and rec.triton is not None and rec.oracle is not None, rec.name
+        assert "schema" in rec.extra and "empty" in rec.extra and rec.extra["errors"], rec.name
+        c = rec.cost(nbx.zeros(4, 5), **({"dim": 1} if rec.extra["dim_mode"] != "multi_required" else {"dim": 1}))
+        assert c.bytes_read == 4 * 5 * 4 and c.bytes_written > 0 and c.flops > 0, rec.name
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Canonicalisation
+# ---------------------------------------------------------------------------------------------------------
+def test_canonical3_contiguous_and_strided():
+    assert canonical3((4, 5, 6), (30, 6, 1), (False, True, False))[:2] == ((4, 5, 6), (30, 6, 1))
+    assert canonical3((4, 5, 6), (30, 6, 1), (False, True, True))[:2] == ((4, 30, 1), (30, 1, 0))
+    assert canonical3((4, 5, 6), (30, 6, 1), (True, True, False))[:2] == ((1, 20, 6), (0, 6, 1))
+    # transposed: reducing logical dim 1 of x.t() is the strided case of memory (5, 4) reducing the outer dim
+    assert canonical3((4, 5), (1, 4), (False, True))[:2] == ((1, 5, 4), (0, 4, 1))
+    # expanded (stride 0) reduced dim: stride 0 sorts innermost, the kept dim becomes the rows
+    assert canonical3((3, 7), (0, 1), (True, False))[:2] == ((7, 3, 1), (1, 0, 0))
+    # size-1 dims vanish
+    assert canonical3((1, 5, 1), (5, 1, 1), (False, True, False))[:2] == ((1, 5, 1), (0, 1, 0))
+
+
+def test_canonical3_interleaved_needs_a_copy():
+    assert canonical3((4, 5, 6), (30, 6, 1), (True, False, True)) is None
+    assert collapse_dims((4, 5), (1, 4), (0, 1)) is None
+    assert collapse_dims((4, 5), (5, 1), (0, 1)) == 1
+
+
+def test_interleaved_layout_matches_oracle(device):
+    a = np.random.default_rng(1).standard_normal((4, 5, 6)).astype(np.float32)
+    x = nbx.from_numpy(a).to(device)
+    np.testing.assert_allclose(H.host(x.sum(dim=(0, 2))), a.sum(axis=(0, 2)), rtol=1e-5)
+    np.testing.assert_allclose(H.host(x.amax(dim=(0, 2), keepdim=True)), a.max(axis=(0, 2), keepdims=True))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Numerics and semantics the issue names
+# ---------------------------------------------------------------------------------------------------------
+def test_float16_sum_accumulates_in_float32(device):
+    # [0.01] * 65536 in float16: the exact sum of the float16 values is 655.0 (PyTorch CPU prints 655.5 from its
+    # summation order: both are within one float16 ulp). A float16 accumulator stalls near 32.
+    x = nbx.full((65536,), 0.01, dtype=nbx.float16, device=device)
+    r = x.sum()
+    assert r.dtype is nbx.float16
+    assert abs(r.item() - 655.0) <= 0.5
+
+
+def test_argmax_first_occurrence_and_nan(device):
+    x = nbx.tensor([[1.0, 3.0, 3.0, 1.0], [1.0, float("nan"), 2.0, float("nan")]], device=device)
+    assert H.host(x.argmax(1)).tolist() == [1, 1]
+    assert H.host(x.argmin(1)).tolist() == [0, 1]
+    v, i = x.max(1)
+    assert H.host(i).tolist() == [1, 1] and np.isnan(H.host(v)[1])
+    assert x.argmax().item() == 5  # flat index of the first NaN
+    assert np.isnan(x.max().item()) and np.isnan(x.amax(1)[1].item())
+    assert x.min(dim=1).indices.tolist() == [0, 1]
+
+
+def test_return_types_and_methods(device):
+    x = nbx.arange(12, dtype=nbx.float32, device=device).view(3, 4)
+    r = x.max(dim=1, keepdim=True)
+    assert isinstance(r, nbx.ops.reduction.return_types.max) and r._fields == ("values", "indices")
+    assert tuple(r.values.shape) == (3, 1) and r.indices.dtype is nbx.int64
+    mm = nbx.aminmax(x, dim=0)
+    assert mm._fields == ("min", "max") and mm.max.tolist() == [8.0, 9.0, 10.0, 11.0]
+    assert x.sum(dim=1, keepdim=True).tolist() == [[6.0], [22.0], [38.0]]
+    assert nbx.mean(x, (0, 1)).item() == 5.5 and x.prod(1).tolist()[0] == 0.0
+    v, m = nbx.var_mean(x, 1, correction=0)
+    np.testing.assert_allclose(v.tolist(), [1.25] * 3)
+    assert not hasattr(nbx.Tensor, "var_mean")
+
+
+def test_result_dtypes(device):
+    i8 = nbx.tensor([1, 2, 3], dtype=nbx.int8, device=device)
+    assert i8.sum().dtype is nbx.int64 and i8.prod().dtype is nbx.int64 and i8.amax().dtype is nbx.int8
+    assert i8.sum(dtype=nbx.int8).dtype is nbx.int8 and i8.logsumexp(0).dtype is nbx.float32
+    assert nbx.tensor([True, False], device=device).sum().item() == 1
+    u8 = nbx.tensor([2, 3], dtype=nbx.uint8, device=device)
+    assert u8.all().dtype is nbx.uint8 and u8.all().item() == 1 and u8.any(0).dtype is nbx.uint8
+    h = nbx.ones(3, dtype=nbx.float16, device=device)
+    assert h.mean(dtype=nbx.float32).dtype is nbx.float32 and h.var().dtype is nbx.float16
+    assert nbx.count_nonzero(h).dtype is nbx.int64
+    assert i8.mean(dtype=nbx.float32).item() == 2.0
+
+
+def test_max_min_elementwise_form(device):
+    a, b = nbx.tensor([1.0, 5.0], device=device), nbx.tensor([3.0, 2.0], device=device)
+    assert nbx.max(a, b).tolist() == [3.0, 5.0] and a.min(b).tolist() == [1.0, 2.0]
+
+
+def test_zero_dim_input(device):
+    x = nbx.tensor(2.5, device=device)
+    assert x.sum().item() == 2.5 and x.sum(0).item() == 2.5 and x.amax(-1).item() == 2.5
+    assert x.argmax().item() == 0 and x.argmax(0, keepdim=True).item() == 0
+    assert tuple(x.max(0).values.shape) == () and math.isnan(x.var().item())
+    assert x.logsumexp(0).item() == 2.5
+
+
+def test_variance_divisor_rule(device):
+    x = nbx.tensor([1.0, 2.0], device=device)
+    assert x.var(correction=2).item() == math.inf  # M2 / 0
+    assert math.isnan(nbx.ones(2, 3, device=device).var(0, correction=2)[0].item())  # 0 / 0
+    assert x.var(correction=1.5).item() == pytest.approx(1.0)
+    assert x.var(True).item() == pytest.approx(0.5) and x.var(0, unbiased=False).item() == pytest.approx(0.25)
+
+
+def test_out_arguments(device):
+    x = nbx.ones(2, 3, device=device)
+    o = nbx.empty(3, dtype=nbx.float64, device=device)
+    assert nbx.sum(x, 0, out=o) is o and o.tolist() == [2.0, 2.0, 2.0]  # sum casts into out
+    with pytest.raises(RuntimeError):
+        nbx.amax(x, 0, out=nbx.empty(3, dtype=nbx.float64, device=device))
+    v, i = nbx.empty(2, device=device), nbx.empty(2, dtype=nbx.int64, device=device)
+    r = nbx.max(x, 1, out=(v, i))
+    assert r.values is v and i.tolist() == [0, 0]
+    big = nbx.empty(5, device=device)
+    with pytest.warns(UserWarning):
+        nbx.mean(x, 0, out=big)
+    assert tuple(big.shape) == (3,)
+
+
+def test_norms(device):
+    x = nbx.tensor([[3.0, -4.0], [0.0, 0.0]], device=device)
+    assert nbx.vector_norm(x, dim=1).tolist() == [5.0, 0.0]
+    assert nbx.vector_norm(x, 0, 1).tolist() == [2.0, 0.0]
+    assert x.norm(p=1).item() == 7.0 and x.norm(p="fro").item() == 5.0
+    assert nbx.vector_norm(x, math.inf).item() == 4.0 and nbx.vector_norm(x[0], -math.inf).item() == 3.0
+    assert nbx.vector_norm(x[0], -1).item() == pytest.approx(1 / (1 / 3 + 1 / 4))
+    h = nbx.tensor([3e4, 4e4], dtype=nbx.float16, device=device)
+    assert nbx.vector_norm(h).item() == pytest.approx(5e4, rel=1e-3)  # squares overflow float16: fp32 accumulation
+    assert nbx.vector_norm(h, dtype=nbx.float64).dtype is nbx.float64
