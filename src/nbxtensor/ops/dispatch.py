@@ -150,6 +150,8 @@ def _check_type(fn: str, a: Arg, pos: int, v):
     if isinstance(v, np.generic):
         v = v.item()
     for t in a.types:
+        if t == "Any":  # an argument the op's driver checks itself (SDPA's attn_mask may be a CausalBias)
+            return v
         if t == "Tensor" and isinstance(v, Tensor):
             return v
         if t == "Scalar" and isinstance(v, (bool, int, float, complex)):
@@ -177,8 +179,8 @@ def _check_type(fn: str, a: Arg, pos: int, v):
 def parse_schema(text: str) -> Schema:
     """Parse ``"name(Type arg, Type|Type arg=default, *, Type? arg=None)"``.
 
-    Types: ``Tensor``, ``Scalar``, ``int``, ``float``, ``bool``, ``str``, ``dtype``, ``int[]``, joined by ``|``;
-    a trailing ``?`` accepts ``None``. Defaults are Python literals.
+    Types: ``Tensor``, ``Scalar``, ``int``, ``float``, ``bool``, ``str``, ``dtype``, ``int[]``, ``Any`` (checked by
+    the op's driver), joined by ``|``; a trailing ``?`` accepts ``None``. Defaults are Python literals.
 
     Raises:
         ValueError: a malformed schema (a bug in a record, caught at import).
