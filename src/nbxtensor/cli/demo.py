@@ -71,7 +71,7 @@ def run(args) -> int:
     F = nbx.nn.functional
     check = _Checks()
     dev = _best_device(nbx, getattr(args, "device", None))
-    print(f"nbxtensor {nbx.__version__} demo on device '{dev}' (torch imported: {'torch' in sys.modules})")
+    print(f"nbxtensor {nbx.__version__} demo on device '{dev}' (torch imported: {sys.modules.get('torch') is not None})")
 
     print("\n1. Tensors and views (ATen's rules: strides in elements, views share storage)")
     x = nbx.arange(12, dtype=nbx.float32, device=dev).view(3, 4)
