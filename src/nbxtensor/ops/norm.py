@@ -226,6 +226,8 @@ def _f64(a):
 
 def _oracle_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, **_):
     x = _f64(input)
+    if x.size == 0:
+        return x
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     mean = x.mean(axis=axes, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
@@ -239,6 +241,8 @@ def _oracle_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5
 
 def _oracle_rms_norm(input, normalized_shape, weight=None, eps=None, **_):
     x = _f64(input)
+    if x.size == 0:
+        return x
     if eps is None:
         eps = float(_finfo_eps(T.dtype_from(np.asarray(input).dtype)))
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
@@ -248,6 +252,8 @@ def _oracle_rms_norm(input, normalized_shape, weight=None, eps=None, **_):
 
 def _oracle_group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, **_):
     x = _f64(input)
+    if x.size == 0:
+        return x
     nb, c = x.shape[0], x.shape[1]
     g = x.reshape(nb, num_groups, -1)
     mean = g.mean(axis=2, keepdims=True)
@@ -264,6 +270,8 @@ def _oracle_group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, **_)
 def _oracle_batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
                        eps=1e-5, **_):
     x = _f64(input)
+    if x.size == 0:
+        return x
     pshape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
     y = (x - _f64(running_mean).reshape(pshape)) / np.sqrt(_f64(running_var).reshape(pshape) + eps)
     if weight is not None:

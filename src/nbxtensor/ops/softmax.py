@@ -192,6 +192,8 @@ def _oracle(log: bool):
         if dtype is not None:
             x = cast_array(x, T.dtype_from(x.dtype), T.dtype_from(dtype))
         x = x.astype(np.float64)
+        if x.size == 0:
+            return x
         ax = wrap_dim(dim, x.ndim) if x.ndim else None
         with np.errstate(all="ignore"):
             m = np.max(x, axis=ax, keepdims=True)

@@ -1,0 +1,149 @@
+"""softmax and log_softmax (src/nbxtensor/ops/softmax.py): the records against their float64 oracles over dtypes x
+layouts x dims (one-tile rows and the looped path for rows longer than the arch's tile), special values, error
+inputs from the records, the all -inf row, and the nn.functional signature.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+import reduce_harness as H
+from nbxtensor.dtypes import table as T
+from nbxtensor.ops import registry
+
+FAMILY = "softmax"
+RECS = H.records(FAMILY)
+LAYOUTS = [la for la in H.layouts() if la not in ("zero_reduced",)] + ["contig3d", "long_rows"]
+
+
+def _shape(layout, device):
+    if layout == "long_rows":  # rows longer than one tile: the looped (online) path
+        return (3, H.block(device, "softmax_rows", "BLOCK_N") * (2 if H.QUICK else 3) + 5)
+    return H.shape_for("permuted3d" if layout == "contig3d" else layout, device, "softmax_rows", "BLOCK_N")
+
+
+def _dims(ndim: int) -> list:
+    return [0] if ndim == 0 else ([0, -1] + ([1] if ndim == 3 else []))
+
+
+def _cases():
+    out = []
+    for rec in RECS:
+        dts = H.test_dtypes(rec)
+        k = 0
+        for dt in dts:
+            for layout in LAYOUTS:
+                ds = _dims(len(_shape(layout, H.DEVICE)))
+                out.append((rec.name, dt.name, layout, ds[k % len(ds)], {}))
+                k += 1
+        for layout in ("contiguous", "contig3d", "transposed", "long_rows"):
+            for d in _dims(len(_shape(layout, H.DEVICE))):
+                out.append((rec.name, "float32", layout, d, {}))
+        out.append((rec.name, "float16", "contiguous", -1, {"dtype": T.float32}))
+        out.append((rec.name, "float32", "long_rows", 0, {"dtype": T.float64}))
+    return out
+
+
+CASES = _cases()
+
+
+def _seed(*parts) -> int:
+    return zlib.crc32(repr(parts).encode())
+
+
+def _check(rec, host_in, x, kw, what, fn=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = (fn or rec.extra["function"])(x, **kw)
+        exp = rec.oracle(host_in, **kw)
+    k = host_in.shape[kw["dim"]] if host_in.ndim else 1
+    H.assert_close(H.host(res), H.expected_as(exp, res.dtype), res.dtype, reduced=k, what=what)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}-dim{c[3]}" + (f"-{c[4]}" if c[4] else "")
+                                             for c in CASES])
+def test_against_oracle(case, device):
+    name, dtn, layout, dim, kw = case
+    rec = registry.get(name)
+    dt = T.dtype_from(dtn)
+    shape = _shape(layout, device)
+    host_in = H.values("normal", dt, shape, np.random.default_rng(_seed(case)))
+    if layout == "expanded":
+        host_in = np.broadcast_to(host_in[:1], shape)
+    x = H.make(host_in, "contiguous" if layout in ("contig3d", "long_rows") else layout, device)
+    _check(rec, host_in, x, {"dim": dim, **kw}, f"{name}[{dtn}, {layout}, dim={dim}, {kw}]")
+
+
+SPECIAL = [(r.name, d.name, layout, dim) for r in RECS for d in H.FLOATS
+           if not H.QUICK or d in (T.float32, T.bfloat16) for layout in ("contiguous", "long_rows") for dim in (0, 1)]
+
+
+@pytest.mark.parametrize("case", SPECIAL, ids=[f"{c[0]}-{c[1]}-{c[2]}-dim{c[3]}" for c in SPECIAL])
+def test_special_values(case, device):
+    name, dtn, layout, dim = case
+    rec = registry.get(name)
+    dt = T.dtype_from(dtn)
+    shape = (5, 9) if layout == "contiguous" else _shape(layout, device)
+    rng = np.random.default_rng(_seed(case))
+    host_in = H.special_values(dt, shape, rng)
+    # sparser specials on some rows, so that not every row is NaN
+    host_in = np.where(rng.random(shape) < 0.7, H.values("normal", dt, shape, rng), host_in)
+    _check(rec, host_in, H.make(host_in, "contiguous", device), {"dim": dim}, f"{name}[{dtn}, special, {layout}]")
+
+
+ERRORS = H.error_cases(FAMILY)
+
+
+@pytest.mark.parametrize("rec,err", ERRORS, ids=[f"{r.name}-{e[0]}" for r, e in ERRORS])
+def test_error_inputs(rec, err, device):
+    label, args, kwargs, exc, match = err
+    with pytest.raises(exc, match=match):
+        rec.extra["function"](*[H.materialize(v, device) for v in args],
+                              **{k: H.materialize(v, device) for k, v in kwargs.items()})
+
+
+@pytest.mark.parametrize("n", [3, 40, 1000])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_all_minus_inf_row_is_nan(name, n, device):
+    x = nbx.full((2, n), float("-inf"), device=device)
+    x[1, n // 2] = 0.0
+    y = H.host(getattr(nbx, name)(x, 1))
+    assert np.isnan(y[0]).all()
+    assert y[1, n // 2] == (1.0 if name == "softmax" else 0.0)
+    assert (y[1, : n // 2] == (0.0 if name == "softmax" else -np.inf)).all()
+
+
+def test_wide_vocabulary_row(device):
+    n = 151936 if not H.QUICK else H.block(device, "softmax_rows", "BLOCK_N") * 7 + 3
+    a = np.random.default_rng(0).standard_normal((2, n)).astype(np.float32) * 4
+    y = H.host(nbx.softmax(nbx.from_numpy(a).to(device), -1))
+    e = np.exp(a.astype(np.float64) - a.max(1, keepdims=True))
+    H.assert_close(y, (e / e.sum(1, keepdims=True)).astype(np.float32), T.float32, reduced=n, what="vocab row")
+
+
+def test_functional_signature_and_methods(device):
+    F = nbx.nn.functional
+    x = nbx.tensor([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]], device=device)
+    with pytest.warns(UserWarning, match="Implicit dimension"):
+        y = F.softmax(x)  # legacy implicit dim: 1 for 2-d input
+    np.testing.assert_allclose(H.host(y).sum(1), [1.0, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(H.host(F.softmax(x, 0, 3, nbx.float64)).sum(0), [1.0] * 3)
+    assert F.log_softmax(x, dim=1, dtype=nbx.float64).dtype is nbx.float64
+    assert x.softmax(1).dtype is nbx.float32 and x.log_softmax(dim=0).shape == x.shape
+    with pytest.raises(TypeError):
+        nbx.softmax(x, None)
+    assert nbx.softmax(nbx.tensor([1, 2], device=device), 0, dtype=nbx.float32).dtype is nbx.float32
+    assert tuple(nbx.softmax(nbx.ones(0, 3, device=device), 1).shape) == (0, 3)
+    assert nbx.softmax(nbx.tensor(3.0, device=device), 0).item() == 1.0
+
+
+def test_records_are_whole():
+    for rec in RECS:
+        assert rec.cpu and rec.triton and rec.oracle and rec.extra["errors"], rec.name
+        c = rec.cost(nbx.zeros(4, 5, dtype=nbx.float16), 1)
+        assert c.bytes_read == 40 and c.bytes_written == 40 and c.flops == 100
