@@ -100,7 +100,8 @@ def _neg_prepare(a, prom):
 
 
 _unary("neg", _neg_b, np.negative, lambda x: -x, dtypes=STD, dunders={"__neg__": "unary"}, aliases=("negative",),
-       prepare=_neg_prepare, refused=frozenset({T.bool_}), errors=[(lambda nbx: (nbx.tensor([True]),), {}, RuntimeError, "Negation")])
+       prepare=_neg_prepare, refused=frozenset({T.bool_}),
+       errors=[(lambda nbx: (nbx.tensor([True]),), {}, RuntimeError, "Negation")])
 
 
 @jit
@@ -475,7 +476,8 @@ declare("round", "round(Tensor input, *, int decimals=0, Tensor? out=None)", fam
         triton=_round_triton, promotion="default", domain="wide", inplace=True, prepare=_round_prepare,
         # decimals != 0 is implemented for floating types only (PyTorch: "round_cpu" not implemented for 'Long')
         dtypes=lambda a: NUM | BARE_U if a.get("decimals", 0) == 0 else FLOATS,
-        errors=[(lambda nbx: (nbx.tensor([15]),), {"decimals": -1}, NotImplementedError, "not implemented for 'Long'")], param_cases=[{"decimals": 0}, {"decimals": 2}, {"decimals": -1}])
+        errors=[(lambda nbx: (nbx.tensor([15]),), {"decimals": -1}, NotImplementedError, "not implemented for 'Long'")],
+        param_cases=[{"decimals": 0}, {"decimals": 2}, {"decimals": -1}])
 
 
 @jit
@@ -489,7 +491,8 @@ _unary("frac", _frac_b, lambda x: x - np.trunc(x), lambda x: np.fmod(x, 1.0), dt
 # --- predicates -------------------------------------------------------------------------------------------
 def _pred(name, body, cpu, oracle, dtypes=NO_FP8):
     no_out = name in ("isnan", "isinf", "isfinite")  # PyTorch has no out= for these three
-    declare(name, f"{name}(Tensor input)" if no_out else f"{name}(Tensor input, *, Tensor? out=None)", family=_FAM, body=body, cpu=cpu, oracle=oracle, promotion="always_bool",
+    declare(name, f"{name}(Tensor input)" if no_out else f"{name}(Tensor input, *, Tensor? out=None)", family=_FAM,
+            body=body, cpu=cpu, oracle=oracle, promotion="always_bool",
             dtypes=dtypes, domain="special", inplace=False)
 
 
@@ -847,7 +850,8 @@ declare("div", "div(Tensor input, Tensor|Scalar other, *, str? rounding_mode=Non
         cpu=_np_div, oracle=_or_div, triton=_div_triton, domain="divisor", prepare=_div_prepare,
         # true division promotes integers to float; with a rounding mode integers stay integers
         promotion=lambda a: "int_to_float" if a.get("rounding_mode") is None else "default",
-        dtypes=lambda a: NO_FP8 if a.get("rounding_mode") is None else NUM, aliases=("divide", "true_divide"), inplace=True,
+        dtypes=lambda a: NO_FP8 if a.get("rounding_mode") is None else NUM, aliases=("divide", "true_divide"),
+        inplace=True,
         dunders={"__truediv__": "fwd", "__rtruediv__": "rev", "__itruediv__": "inplace"},
         param_cases=[{}, {"rounding_mode": "trunc"}, {"rounding_mode": "floor"}],
         errors=[(lambda nbx: (nbx.tensor([1.]), 2), {"rounding_mode": "x"}, RuntimeError, "rounding_mode"),

@@ -208,7 +208,8 @@ def _store(ptr, r, idx, mask, c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, MODE: tl.c
 
 
 @jit
-def _pw1(OUT, X0, F0, I0, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3, a4,
+def _pw1(OUT, X0, F0: tl.float64, I0: tl.int64, P0: tl.float64, P1: tl.float64, P2: tl.float64,
+         Q0: tl.int64, Q1: tl.int64, Q2: tl.int64, N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3, a4,
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
          RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
     idx = _index(BLOCK, I64)
@@ -220,8 +221,9 @@ def _pw1(OUT, X0, F0, I0, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2,
 
 
 @jit
-def _pw2(OUT, X0, X1, F0, I0, F1, I1, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4,
-         a0, a1, a2, a3, a4, b0, b1, b2, b3, b4,
+def _pw2(OUT, X0, X1, F0: tl.float64, I0: tl.int64, F1: tl.float64, I1: tl.int64, P0: tl.float64,
+         P1: tl.float64, P2: tl.float64, Q0: tl.int64, Q1: tl.int64, Q2: tl.int64, N, S1, S2, S3, S4,
+         o0, o1, o2, o3, o4, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4,
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
          M1: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
     idx = _index(BLOCK, I64)
@@ -234,8 +236,9 @@ def _pw2(OUT, X0, X1, F0, I0, F1, I1, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4,
 
 
 @jit
-def _pw3(OUT, X0, X1, X2, F0, I0, F1, I1, F2, I2, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4,
-         a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, d0, d1, d2, d3, d4,
+def _pw3(OUT, X0, X1, X2, F0: tl.float64, I0: tl.int64, F1: tl.float64, I1: tl.int64, F2: tl.float64,
+         I2: tl.int64, P0: tl.float64, P1: tl.float64, P2: tl.float64, Q0: tl.int64, Q1: tl.int64, Q2: tl.int64,
+         N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, d0, d1, d2, d3, d4,
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
          M1: tl.constexpr, M2: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
     idx = _index(BLOCK, I64)
