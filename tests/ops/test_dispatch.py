@@ -1,0 +1,210 @@
+"""The shared host pipeline (ops/dispatch.py): schemas and argument binding, promotion kinds, wrapped
+scalars, output allocation and out= rules, in-place checks, overlap checks, and the generation of functions,
+methods and operators from a record."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.dtypes import table as T
+from nbxtensor.ops import dispatch as D
+from nbxtensor.ops.registry import Cost, OpRecord, register
+
+
+def test_parse_schema():
+    s = D.parse_schema("add(Tensor input, Tensor|Scalar other, *, Scalar alpha=1, Tensor? out=None)")
+    assert s.name == "add" and s.operands == ("input", "other") and s.params == ("alpha",) and s.has_out
+    a = {x.name: x for x in s.args}
+    assert a["other"].types == ("Tensor", "Scalar") and a["alpha"].kwonly and a["alpha"].default == 1
+    assert a["out"].optional and not a["input"].optional
+    s2 = D.parse_schema("gelu(Tensor input, *, str approximate='none')")
+    assert s2.params == ("approximate",) and s2.args[1].default == "none"
+    s3 = D.parse_schema("relu(Tensor input, bool inplace=False)")
+    assert s3.params == ()  # nn.functional's inplace flag is the generated function's business
+    with pytest.raises(ValueError, match="malformed"):
+        D.parse_schema("add(Tensor input")
+
+
+def test_bind_checks_like_pytorch():
+    s = D.parse_schema("add(Tensor input, Tensor|Scalar other, *, Scalar alpha=1, Tensor? out=None)")
+    x = nbx.tensor([1.0])
+    assert s.bind((x, 2), {})["alpha"] == 1
+    assert s.bind((x,), {"other": np.float32(2.5)})["other"] == 2.5  # NumPy scalars become Python numbers
+    with pytest.raises(TypeError, match=r"add\(\): argument 'input' \(position 1\) must be Tensor, not int"):
+        s.bind((1, x), {})
+    with pytest.raises(TypeError, match="takes 2 positional arguments but 3 were given"):
+        s.bind((x, 1, 2), {})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'beta'"):
+        s.bind((x, 1), {"beta": 2})
+    with pytest.raises(TypeError, match="multiple values for argument 'other'"):
+        s.bind((x, 1), {"other": 2})
+    with pytest.raises(TypeError, match="missing required argument 'other'"):
+        s.bind((x,), {})
+    with pytest.raises(TypeError, match="must be Tensor or Scalar, not str"):
+        s.bind((x, "a"), {})
+    with pytest.raises(TypeError, match="NoneType"):
+        s.bind((x, None), {})
+    s2 = D.parse_schema("f(Tensor input, int dim=-1, float eps=1e-05, str? mode=None)")
+    assert s2.bind((x,), {"eps": 1})["eps"] == 1.0
+    with pytest.raises(TypeError):
+        s2.bind((x, 1.5), {})
+    with pytest.raises(TypeError):
+        s2.bind((x, True), {})
+
+
+def test_promotion_kinds():
+    i = nbx.tensor([1], dtype=nbx.int32)
+    h = nbx.tensor([1.0], dtype=nbx.float16)
+    b = nbx.tensor([True])
+    c = nbx.tensor([1.0], dtype=nbx.complex64)
+    p = D.promote("default", i, 2.5)
+    assert (p.common, p.compute, p.result) == (T.float32, T.float32, T.float32)
+    p = D.promote("default", h, 2.5)
+    assert (p.common, p.compute, p.result) == (T.float16, T.float32, T.float16)  # opmath
+    p = D.promote("no_opmath", h)
+    assert p.compute is T.float16
+    p = D.promote("int_to_float", i)
+    assert p.result is nbx.get_default_dtype()
+    p = D.promote("always_bool", h, i)
+    assert p.common is T.float16 and p.result is T.bool_
+    p = D.promote("complex_to_float", c)
+    assert p.result is T.float32
+    p = D.promote("bool_to_long", b)
+    assert p.result is T.int64
+    assert D.promote("default", nbx.tensor([200], dtype=nbx.uint8), 100).result is T.uint8
+    with pytest.raises(ValueError, match="unknown promotion kind"):
+        D.promote("weird", i)
+    with pytest.raises(RuntimeError, match="float8"):
+        D.promote("default", nbx.tensor([1.0], dtype=nbx.float8_e4m3fn), h)
+
+
+def test_scalar_to():
+    assert D.scalar_to(300, T.uint8) == 44
+    assert D.scalar_to(-1, T.uint8) == 255
+    assert D.scalar_to(2 ** 63, T.int64) == -2 ** 63
+    assert D.scalar_to(2.7, T.int32) == 2
+    assert D.scalar_to(0.1, T.float32) == np.float32(0.1)
+    assert D.scalar_to(3, T.bool_) and not D.scalar_to(0.0, T.bool_)
+    assert D.scalar_to(1e10, T.float16) == np.inf
+    with pytest.raises(RuntimeError, match="without overflow"):
+        D.scalar_to(float("nan"), T.int32)
+
+
+def test_resolve_out_rules():
+    x = D.resolve_out(None, (2, 3), T.float32, nbx.device("cpu"), "f")
+    assert tuple(x.shape) == (2, 3) and x.dtype is T.float32
+    out = nbx.empty(2, 3, dtype=nbx.float64)
+    assert D.resolve_out(out, (2, 3), T.float32, out.device, "f") is out  # float32 result casts to float64
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        D.resolve_out(nbx.empty(2, 3, dtype=nbx.int64), (2, 3), T.float32, out.device, "f")
+    with pytest.raises(TypeError, match="must be Tensor"):
+        D.resolve_out(np.zeros(3), (3,), T.float32, out.device, "f")
+    small = nbx.empty(2)
+    with pytest.warns(UserWarning, match="resized"):
+        D.resolve_out(small, (4, 5), T.float32, small.device, "f")
+    assert tuple(small.shape) == (4, 5) and small.is_contiguous()
+    empty = nbx.empty(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        D.resolve_out(empty, (3,), T.float32, empty.device, "f")
+    e = nbx.ones(1, 3).expand(2, 3)
+    with pytest.raises(RuntimeError, match="more than one element"):
+        D.resolve_out(e, (2, 3), T.float32, e.device, "f")
+    ro_arr = np.zeros(3, np.float32)
+    ro_arr.flags.writeable = False
+    ro = nbx.from_numpy(ro_arr)
+    with pytest.raises(RuntimeError, match="read-only"):
+        D.resolve_out(ro, (3,), T.float32, ro.device, "f")
+
+
+def test_check_inplace_and_overlap():
+    x = nbx.ones(2, 3)
+    assert D.check_inplace(x, (2, 3), T.float32, "add_") is x
+    with pytest.raises(RuntimeError, match=r"output with shape \[2, 3\] doesn't match the broadcast shape \[4, 2, 3\]"):
+        D.check_inplace(x, (4, 2, 3), T.float32, "add_")
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        D.check_inplace(nbx.ones(3, dtype=nbx.int32), (3,), T.float32, "add_")
+    D.check_no_partial_overlap(x, x, "f")  # identical: fine
+    D.check_no_partial_overlap(x, nbx.ones(2, 3), "f")  # different storage
+    D.check_no_partial_overlap(x[0], x[1], "f")  # disjoint ranges of one storage
+    with pytest.raises(RuntimeError, match="single memory location"):
+        D.check_no_partial_overlap(x, x.view(3, 2).t(), "f")  # same memory, other strides
+    with pytest.raises(RuntimeError, match="single memory location"):
+        D.check_no_partial_overlap(x[:, 1:], x[:, :2], "f")
+
+
+def test_check_dtype():
+    D.check_dtype(None, T.float32, "f")
+    D.check_dtype(frozenset({T.float32}), T.float32, "f")
+    with pytest.raises(NotImplementedError, match=r"f: not implemented for 'Long' \(int64\)"):
+        D.check_dtype(frozenset({T.float32}), T.int64, "f")
+
+
+def test_common_device_and_operands():
+    x = nbx.tensor([1.0])
+    dev, ops = D.common_device("f", [x, 2, nbx.tensor(3.0)])
+    assert dev == nbx.device("cpu") and ops[1] == 2 and isinstance(ops[2], nbx.Tensor)
+    with pytest.raises(RuntimeError, match="at least one tensor"):
+        D.common_device("f", [1, 2])
+
+
+@pytest.fixture
+def test_record():
+    """A record with a custom driver, installed under names no other test uses; removed afterwards."""
+    seen = []
+
+    def driver(rec, args, *, out=None, inplace=None):
+        seen.append((dict(args), out, inplace))
+        return inplace if inplace is not None else nbx.tensor([args["alpha"]])
+
+    rec = OpRecord(name="_nbxtest_axpy", family="_dispatch_test", cpu=lambda *a: None, cost=lambda *a: Cost(),
+                   oracle_note="test record", extra=dict(
+                       schema="_nbxtest_axpy(Tensor input, Tensor|Scalar other, *, Scalar alpha=1, Tensor? out=None)",
+                       driver=driver, inplace=True, namespaces=("functional",), aliases=("_nbxtest_alias",),
+                       dunders={"__matmul__": "fwd", "__rmatmul__": "rev", "__imatmul__": "inplace"}))
+    register(rec)
+    D.install(rec)
+    yield rec, seen
+    for n in ("_nbxtest_axpy", "_nbxtest_axpy_", "_nbxtest_alias", "_nbxtest_alias_", "__matmul__", "__rmatmul__",
+              "__imatmul__"):
+        if n in nbx.Tensor.__dict__:
+            delattr(nbx.Tensor, n)
+    D._EXPORTS["functional"].pop("_nbxtest_axpy", None)
+    D._EXPORTS["functional"].pop("_nbxtest_alias", None)
+    from nbxtensor.ops import registry
+    registry._TABLE.pop("_nbxtest_axpy", None)
+
+
+def test_install_generates_surface(test_record):
+    rec, seen = test_record
+    x = nbx.tensor([1.0])
+    f = D.exports("functional")["_nbxtest_axpy"]
+    assert D.exports("functional")["_nbxtest_alias"] is f and nbx.Tensor._nbxtest_axpy is f
+    assert f(x, 2, alpha=5).tolist() == [5.0]
+    assert seen[-1][0]["other"] == 2 and seen[-1][1] is None and seen[-1][2] is None
+    o = nbx.empty(1)
+    f(x, 2, out=o)
+    assert seen[-1][1] is o
+    assert x._nbxtest_axpy_(3) is x and seen[-1][2] is x
+    x @ 4  # __matmul__ -> fwd
+    assert seen[-1][0]["input"] is x and seen[-1][0]["other"] == 4
+    4 @ x  # reflected: the Python number becomes the first operand
+    assert seen[-1][0]["input"] == 4 and seen[-1][0]["other"] is x
+    y = x
+    y @= 2
+    assert seen[-1][2] is x
+    assert x.__matmul__("s") is NotImplemented
+    assert "generated from the op table" in f.__doc__
+    with pytest.raises(ValueError, match="no schema"):
+        D.install(OpRecord(name="_nbxtest_none", family="t", cpu=None, cost=None, oracle_note="x"))
+
+
+def test_exports_namespaces():
+    assert D.exports("torch")["add"] is nbx.add
+    assert D.exports("functional")["relu"] is nbx.nn.functional.relu
+    with pytest.raises(ValueError, match="unknown namespace"):
+        D.exports("nonexistent")
