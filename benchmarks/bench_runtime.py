@@ -6,7 +6,8 @@ Rows (each with p20/p50/p80 over repeated batches, and a target where the issue 
   lookup), with our torch-free driver; host microseconds per launch.
 - ``launch.nbx_fast_path``: ``nbxtensor.runtime.launcher.launch`` on nbx tensors once the specialization is
   cached (the compiled kernel's ``run`` called directly). Target <= 6 us.
-- ``launch.compiled_run``: the compiled kernel's ``run`` with prepared arguments (the floor of any Python path).
+- ``launch.cuda_launch``: ``runtime.cuda_launch.launch`` alone (the fast path without ``launcher.launch``).
+- ``launch.compiled_c_launch``: Triton's compiled C launch function with prepared arguments (the floor).
 - ``h2d.*`` / ``d2h.*``: GB/s (1e9 bytes/s) for pageable memory (through the backend: staged in pinned chunks
   when large; and the driver's own pageable copy), and pinned memory. Target (pinned) >= 20 GB/s.
 - ``d2d.memcpy`` and ``d2d.triton_copy``: device copy bandwidth counting bytes read + written, against the
@@ -136,12 +137,12 @@ def bench_launch(rows, quick):
     rows.append(("launch.cuda_launch", per_call_us(lambda: cuda_launch.launch(add_kernel, (1,), dev, args, meta),
                                                    calls, batches), "us", None,
                  "runtime.cuda_launch.launch alone (without launcher.launch's device checks)"))
-    key = next(k for k in cuda_launch._cache if k[0] is add_kernel)
-    run, fn, packed, tail, _ = cuda_launch._cache[key]
+    key = next(k for k in cuda_launch._cache if k[0] == id(add_kernel))
+    fn, head, tail, _ = cuda_launch._cache[key]
     ptrs = (x.data_ptr(), y.data_ptr(), o.data_ptr(), n)
-    rows.append(("launch.compiled_run", per_call_us(lambda: run(1, 1, 1, 0, fn, packed, None, None, None, *ptrs,
-                                                                *tail), calls, batches), "us", None,
-                 "the compiled kernel's run with prepared int pointers (floor of any Python launch path)"))
+    rows.append(("launch.compiled_c_launch", per_call_us(lambda: fn(1, 1, 1, 0, *head, *ptrs, *tail), calls, batches),
+                 "us", None, "Triton's compiled C launch function with prepared int pointers (the floor of any "
+                 "Python launch path; what the fast path calls)"))
 
 
 def bench_copies(rows, quick):

@@ -236,13 +236,18 @@ def test_trace_records_every_allocation(alloc):
     assert alloc.trace == [("alloc", a.alloc_id, 100, 512, a.ptr, 0), ("free", a.alloc_id)]
 
 
-def test_a_free_inside_an_allocator_call_is_deferred_not_deadlocked(alloc, raw):
+def test_a_release_inside_an_allocator_call_is_deferred_not_deadlocked(alloc, raw):
     victim = alloc.malloc(1000)
-    # A finalizer running during the provider call (e.g. a garbage collection inside malloc) frees a block.
-    raw.on_malloc = lambda: alloc.free(victim)
+    # A finalizer running during the provider call (e.g. a garbage collection inside malloc) releases a block.
+    raw.on_malloc = lambda: alloc.release(victim)
     big = alloc.malloc(3 * MiB)
+    assert not victim.freed and alloc.memory_stats()["allocation.all.current"] == 2   # queued, not yet freed
+    alloc.empty_cache()                                                                 # the next call frees it
     assert victim.freed and big.allocated
     assert alloc.allocated == big.size
+    alloc.release(victim)                  # a finalizer's second release of a freed block is ignored
+    alloc.release(big)
+    assert alloc.allocated == 0
 
 
 def test_threads(alloc):

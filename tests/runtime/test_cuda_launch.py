@@ -146,6 +146,31 @@ def test_cuda_launch_refuses_before_touching_the_driver(fake_devices):
 
 
 @pytest.mark.skipif(not HAVE_TRITON or INTERPRET, reason="needs Triton's compiled JITFunction")
+def test_the_fast_path_calls_the_cached_launch_with_raw_pointers(fake_devices, monkeypatch):
+    from types import SimpleNamespace
+    _, t = fake_devices
+    x, y, o = t(0), t(0), t(0)
+    y._offset = 3                                   # a view: pointer = storage + 3 * 4 bytes, not 16-aligned
+    calls = []
+    monkeypatch.setattr(L, "_rt", SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None))
+    monkeypatch.setattr(L.C, "ensure_context", lambda i: None)
+    monkeypatch.setattr(L.S, "current_stream_handle", lambda i=None: 77)
+    monkeypatch.setitem(L._signatures, id(add_kernel), (add_kernel, SIG))
+    f32 = id(nbx.float32)
+    key = (id(add_kernel), 0, f32, True, f32, False, f32, True, L.arg_spec(1000), (("BLOCK", 256),))
+    head = ("FN", 0, 0, None, None, "PACKED", None, None, None)
+    monkeypatch.setitem(L._cache, key, (lambda *a: calls.append(a), head, (256,), False))
+    hits = L.cache_info()["hits"]
+    L.launch(add_kernel, (4,), Device("cuda", 0), (x, y, o, 1000), {"BLOCK": 256})
+    assert calls == [(4, 1, 1, 77, *head, x._storage.ptr, y._storage.ptr + 12, o._storage.ptr, 1000, 256)]
+    assert L.cache_info()["hits"] == hits + 1
+    L.launch(add_kernel, (4, 2), Device("cuda", 0), (x, y, o, 1000), {"BLOCK": 256})   # 2-D grid
+    assert calls[-1][:3] == (4, 2, 1)
+    with pytest.raises(RuntimeError, match="grid dimension 2 is 70000"):
+        L.launch(add_kernel, (1, 1, 70000), Device("cuda", 0), (x, y, o, 1000), {"BLOCK": 256})
+
+
+@pytest.mark.skipif(not HAVE_TRITON or INTERPRET, reason="needs Triton's compiled JITFunction")
 def test_signature_of_a_jit_kernel():
     sig = L.signature_of(add_kernel)
     assert sig.names == ("x_ptr", "y_ptr", "out_ptr", "n", "BLOCK") and sig.constexpr == {"BLOCK"}

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["Block", "ExternalBlock", "RawMemory", "RawOutOfMemory", "Allocator", "format_bytes"]
+__all__ = ["Block", "Segment", "FREE", "ALLOCATED", "PENDING", "RETIRED", "ExternalBlock", "RawMemory",
+           "RawOutOfMemory", "Allocator", "format_bytes"]
 
 
 class RawOutOfMemory(Exception):
@@ -51,51 +52,65 @@ class RawMemory(Protocol):
         """Wait for all work queued on the device."""
 
 
+# Block states.
+FREE = 0        # cached: in its pool's free list, may be reused
+ALLOCATED = 1   # held by a caller
+PENDING = 2     # returned, but another stream may still use it: waits for events before becoming FREE
+RETIRED = 3     # a caller's handle after its free; the memory belongs to another block object now
+
+
 class Block:
     """One allocation (or a free piece of a segment) of a caching allocator.
 
     Attributes:
         ptr: device address of the first byte.
         size: bytes the block spans (the request rounded up to the size class).
-        requested: bytes the caller asked for (``<= size``).
-        stream: handle of the stream the block was allocated for; it is reused by that stream first.
+        requested: bytes the caller asked for (``<= size``; allocated blocks only).
+        stream: handle of the stream the block was allocated for; only that stream reuses it.
         segment: the :class:`Segment` the block lies in.
         prev, next: neighbours in the segment (address order), for merging.
-        allocated: True while a caller holds it.
-        freed: True once the caller's allocation was returned (use-after-free and double-free checks).
+        state: ``FREE``, ``ALLOCATED``, ``PENDING`` or ``RETIRED`` (a handle whose allocation was freed: it
+            stays retired even when the memory is reused, so use-after-free and double free are detected).
         stream_uses: other streams that used the block (:meth:`Allocator.record_stream`); reuse waits for them.
-        pending: events still to complete before the block may be reused.
         alloc_id: sequence number of the allocation (unique per allocator), for traces and error messages.
     """
 
-    __slots__ = ("ptr", "size", "requested", "stream", "segment", "prev", "next", "allocated", "freed",
-                 "stream_uses", "pending", "alloc_id", "device_index")
+    __slots__ = ("ptr", "size", "requested", "stream", "segment", "prev", "next", "state", "stream_uses", "pending",
+                 "alloc_id")
 
     external = False
 
-    def __init__(self, ptr: int, size: int, stream: int, segment: "Segment", device_index: int = 0):
+    def __init__(self, ptr: int, size: int, stream: int, segment: "Segment", prev=None, next=None, state=FREE):
         self.ptr = ptr
         self.size = size
-        self.requested = 0
         self.stream = stream
         self.segment = segment
-        self.prev: Block | None = None
-        self.next: Block | None = None
-        self.allocated = False
-        self.freed = False
-        self.stream_uses: set[int] | None = None
-        self.pending = 0
-        self.alloc_id = -1
-        self.device_index = device_index
+        self.prev = prev
+        self.next = next
+        self.state = state
+        self.stream_uses = None
+
+    @property
+    def allocated(self) -> bool:
+        return self.state == ALLOCATED
+
+    @property
+    def freed(self) -> bool:
+        """True for a caller's handle whose allocation was freed."""
+        return self.state == RETIRED
+
+    @property
+    def device_index(self) -> int:
+        return self.segment.device_index
 
     @property
     def end(self) -> int:
         return self.ptr + self.size
 
     def __repr__(self) -> str:
-        state = "allocated" if self.allocated else "freed" if self.freed else "cached"
-        return (f"Block(ptr=0x{self.ptr:x}, size={self.size}, requested={self.requested}, stream=0x{self.stream:x}, "
-                f"{state}, id={self.alloc_id})")
+        state = ("cached", "allocated", "pending", "freed")[self.state]
+        return (f"Block(ptr=0x{self.ptr:x}, size={self.size}, requested={getattr(self, 'requested', 0)}, "
+                f"stream=0x{self.stream:x}, {state}, id={getattr(self, 'alloc_id', -1)})")
 
 
 class Segment:
@@ -106,16 +121,22 @@ class Segment:
         small: True for the small pool (requests up to ``SMALL_SIZE``).
         stream: the stream whose blocks live in it (blocks never move between streams).
         nblocks: how many blocks it is cut into now (1 when whole).
+        head: its first block (address order).
+        allocator: the allocator owning it (a freed storage finds its allocator through its block).
+        device_index: the device it is on.
     """
 
-    __slots__ = ("ptr", "size", "small", "stream", "nblocks")
+    __slots__ = ("ptr", "size", "small", "stream", "nblocks", "head", "allocator", "device_index")
 
-    def __init__(self, ptr: int, size: int, small: bool, stream: int):
+    def __init__(self, ptr: int, size: int, small: bool, stream: int, allocator=None, device_index: int = 0):
         self.ptr = ptr
         self.size = size
         self.small = small
         self.stream = stream
         self.nblocks = 1
+        self.head = None
+        self.allocator = allocator
+        self.device_index = device_index
 
 
 class ExternalBlock:
@@ -125,11 +146,13 @@ class ExternalBlock:
     """
 
     __slots__ = ("ptr", "size", "requested", "owner", "freed", "allocated", "alloc_id", "device_index",
-                 "readonly", "__weakref__")
+                 "readonly", "allocator", "__weakref__")
 
     external = True
 
-    def __init__(self, ptr: int, size: int, owner: object, alloc_id: int, device_index: int, readonly: bool):
+    def __init__(self, ptr: int, size: int, owner: object, alloc_id: int, device_index: int, readonly: bool,
+                 allocator=None):
+        self.allocator = allocator
         self.ptr = ptr
         self.size = size
         self.requested = size

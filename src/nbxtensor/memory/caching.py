@@ -18,8 +18,11 @@ the same):
 - ``empty_cache`` returns wholly free segments to the device; ``allocated`` counts the rounded sizes of live
   blocks, ``reserved`` the segments held (PyTorch's ``memory_allocated``/``memory_reserved``).
 
-Every live allocation is indexed by address: :meth:`CachingAllocator.find` answers which allocation contains
-an address (own blocks and registered foreign memory), in O(log n).
+Every live allocation is recorded with its requested and rounded size: :meth:`CachingAllocator.find` answers
+which allocation contains an address (own blocks and registered foreign memory).
+
+The hot path (a request served from the cache, and its free) is written for host cost: one new block object
+per allocation, free-list updates by bisection, no per-call allocation of other objects.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import operator
 import threading
 
 from .._errors import OutOfMemoryError, check
-from .allocator import Block, ExternalBlock, RawMemory, RawOutOfMemory, Segment, format_bytes
+from .allocator import (ALLOCATED, FREE, PENDING, RETIRED, Block, ExternalBlock, RawMemory, RawOutOfMemory, Segment,
+                        format_bytes)
 
 __all__ = ["CachingAllocator", "round_size", "segment_size", "MIN_BLOCK", "SMALL_SIZE", "SMALL_BUFFER",
            "LARGE_BUFFER", "MIN_LARGE_ALLOC", "ROUND_LARGE"]
@@ -59,7 +63,7 @@ def segment_size(size: int) -> int:
 
 
 class _FreeList:
-    """Cached blocks of one (pool, stream), sorted by (size, address)."""
+    """Cached blocks of one (pool, stream), sorted by (size, address) as one int key each."""
 
     __slots__ = ("keys", "blocks")
 
@@ -72,25 +76,23 @@ class _FreeList:
         self.blocks[b.ptr] = b
 
     def remove(self, b: Block) -> None:
+        keys = self.keys
         k = (b.size << _SHIFT) | b.ptr
-        i = bisect.bisect_left(self.keys, k)
-        assert i < len(self.keys) and self.keys[i] == k, b
-        del self.keys[i]
+        i = bisect.bisect_left(keys, k)
+        assert i < len(keys) and keys[i] == k, b
+        del keys[i]
         del self.blocks[b.ptr]
 
-    def take(self, size: int) -> Block | None:
-        keys = self.keys
-        i = bisect.bisect_left(keys, size << _SHIFT)
-        if i == len(keys):
-            return None
-        k = keys.pop(i)
-        return self.blocks.pop(k & ((1 << _SHIFT) - 1))
 
+_MASK = (1 << _SHIFT) - 1
 
-# Stat slots: (kind, pool) -> index into CachingAllocator._cur / _peak. Pools: 0 all, 1 small, 2 large.
+# Stat slots in CachingAllocator._cur / _peak: kind base + pool (0 all, 1 small, 2 large).
 _KINDS = ("allocated_bytes", "reserved_bytes", "requested_bytes", "allocation", "segment")
 _POOLS = ("all", "small_pool", "large_pool")
-_A_BYTES, _R_BYTES, _Q_BYTES, _A_COUNT, _S_COUNT = (3 * i for i in range(5))
+_A_BYTES, _R_BYTES, _Q_BYTES, _A_COUNT, _S_COUNT = 0, 3, 6, 9, 12   # the hot paths use these literals
+# Totals in CachingAllocator._tot.
+_TOTALS = ("allocation.allocated", "allocation.freed", "segment.allocated", "segment.freed",
+           "allocated_bytes.allocated", "allocated_bytes.freed")
 
 
 class CachingAllocator:
@@ -99,11 +101,11 @@ class CachingAllocator:
     Args:
         raw: the provider of segments and events.
         name: the device's name for messages (``"cuda:0"``).
-        device_index: stored in every block (the launcher checks it against the launch device).
+        device_index: stored in every segment (the launcher checks it against the launch device).
 
-    Thread-safe. ``free`` may be called from finalizers, even from inside another call of the same allocator
-    on the same thread (a garbage collection inside ``malloc``): such frees are queued and done before that
-    call returns.
+    Thread-safe. :meth:`release` (used by finalizers) never blocks: when the lock is held (by another thread,
+    or by this thread when a garbage collection runs a finalizer inside an allocator call) the block is queued
+    and freed by the next call.
     """
 
     def __init__(self, raw: RawMemory, name: str = "device", device_index: int = 0):
@@ -111,21 +113,19 @@ class CachingAllocator:
         self.name = name
         self.device_index = device_index
         self._lock = threading.Lock()
-        self._holder: int | None = None          # thread id inside the lock, to detect re-entrant frees
         self._deferred: list[Block] = []
-        self._free: dict[tuple[bool, int], _FreeList] = {}
+        self._fsmall: dict[int, _FreeList] = {}   # stream -> cached small-pool blocks
+        self._flarge: dict[int, _FreeList] = {}   # stream -> cached large-pool blocks
         self._segments: dict[int, Segment] = {}
-        self._live: dict[int, Block] = {}        # address -> live block
-        self._live_ptrs: list[int] = []          # sorted addresses of live blocks
+        self._seg_ptrs: list[int] = []           # sorted segment addresses, for find()
         self._ext: dict[int, ExternalBlock] = {}
-        self._pending: list[tuple[object, Block]] = []   # (event, free block waiting for it)
+        self._pending: list[tuple[object, Block]] = []   # (event, pending block waiting for it)
         self._ids = itertools.count()
         self._total: int | None = None
         n = 3 * len(_KINDS)
         self._cur = [0] * n
         self._peak = [0] * n
-        self._totals = {"allocation.allocated": 0, "allocation.freed": 0, "segment.allocated": 0,
-                        "segment.freed": 0, "allocated_bytes.allocated": 0, "allocated_bytes.freed": 0}
+        self._tot = [0] * len(_TOTALS)
         self.num_alloc_retries = 0
         self.num_ooms = 0
         self.trace: list[tuple] | None = None
@@ -145,9 +145,10 @@ class CachingAllocator:
         return self._total
 
     def _freelist(self, small: bool, stream: int) -> _FreeList:
-        fl = self._free.get((small, stream))
+        d = self._fsmall if small else self._flarge
+        fl = d.get(stream)
         if fl is None:
-            fl = self._free[(small, stream)] = _FreeList()
+            fl = d[stream] = _FreeList()
         return fl
 
     # -- allocation ---------------------------------------------------------------------------------
@@ -170,53 +171,89 @@ class CachingAllocator:
                   lambda: f"{self.name} malloc: nbytes must be an int, got {type(nbytes).__name__} {nbytes!r}",
                   TypeError)
             nbytes = operator.index(nbytes)
-        check(nbytes >= 0, lambda: f"{self.name} malloc: nbytes must be >= 0, got {nbytes}", ValueError)
-        if nbytes > self._total_bytes():
+        if nbytes < 0:
+            raise ValueError(f"{self.name} malloc: nbytes must be >= 0, got {nbytes}")
+        total = self._total
+        if total is None:
+            total = self._total_bytes()
+        if nbytes > total:
             self.num_ooms += 1
             raise OutOfMemoryError(self._oom_message(nbytes, "it exceeds the device's total memory"))
-        with self._lock:
-            self._holder = threading.get_ident()
-            try:
-                if self._pending:
-                    self._process_events()
-                b = self._malloc_locked(nbytes, stream)
-                if self._deferred:
-                    self._run_deferred()
-            finally:
-                self._holder = None
-        return b
-
-    def _malloc_locked(self, nbytes: int, stream: int) -> Block:
         size = MIN_BLOCK if nbytes < MIN_BLOCK else (nbytes + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1)
         small = size <= SMALL_SIZE
-        fl = self._free.get((small, stream))
-        b = fl.take(size) if fl is not None else None
-        if b is None:
-            b = self._new_segment(size, small, stream, nbytes)
-        rest = b.size - size
-        if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
-            r = Block(b.ptr + size, rest, stream, b.segment, self.device_index)
-            r.prev, r.next = b, b.next
-            if b.next is not None:
-                b.next.prev = r
-            b.next = r
-            b.size = size
-            b.segment.nblocks += 1
-            self._freelist(small, stream).add(r)
-        b.allocated = True
-        b.requested = nbytes
-        b.alloc_id = next(self._ids)
-        self._live[b.ptr] = b
-        bisect.insort(self._live_ptrs, b.ptr)
-        pool = 1 if small else 2
-        self._add(_A_BYTES, pool, b.size)
-        self._add(_Q_BYTES, pool, nbytes)
-        self._add(_A_COUNT, pool, 1)
-        t = self._totals
-        t["allocation.allocated"] += 1
-        t["allocated_bytes.allocated"] += b.size
-        if self.trace is not None:
-            self.trace.append(("alloc", b.alloc_id, nbytes, b.size, b.ptr, stream))
+        with self._lock:
+            if self._deferred:
+                self._run_deferred()
+            if self._pending:
+                self._process_events()
+            # -- best fit from the cache ---------------------------------------------------------
+            fl = (self._fsmall if small else self._flarge).get(stream)
+            f = None
+            if fl is not None:
+                keys = fl.keys
+                i = bisect.bisect_left(keys, size << _SHIFT)
+                if i < len(keys):
+                    f = fl.blocks[keys[i] & _MASK]
+            if f is None:
+                f = self._new_segment(size, small, stream, nbytes)
+                fl = self._freelist(small, stream)
+                fl.add(f)
+                keys = fl.keys
+                i = bisect.bisect_left(keys, (f.size << _SHIFT) | f.ptr)
+            rest = f.size - size
+            if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
+                # Split: a new block takes the front; the cached block keeps the rest (re-keyed in place).
+                seg = f.segment
+                b = Block(f.ptr, size, stream, seg, f.prev, f, ALLOCATED)
+                if f.prev is None:
+                    seg.head = b
+                else:
+                    f.prev.next = b
+                f.prev = b
+                del keys[i]
+                blocks = fl.blocks
+                del blocks[f.ptr]
+                f.ptr += size
+                f.size = rest
+                bisect.insort(keys, (rest << _SHIFT) | f.ptr)
+                blocks[f.ptr] = f
+                seg.nblocks += 1
+            else:
+                del keys[i]
+                del fl.blocks[f.ptr]
+                b = f
+                b.state = ALLOCATED
+            b.requested = nbytes
+            b.alloc_id = next(self._ids)
+            # statistics, written out (this is the hot path): allocated bytes, requested bytes, allocations
+            cur, peak = self._cur, self._peak
+            bsize = b.size
+            p = 1 if small else 2
+            v = cur[0] + bsize
+            cur[0] = v
+            if v > peak[0]:
+                peak[0] = v
+            v = cur[p] + bsize
+            cur[p] = v
+            if v > peak[p]:
+                peak[p] = v
+            v = cur[6] + nbytes
+            cur[6] = v
+            if v > peak[6]:
+                peak[6] = v
+            v = cur[9] + 1
+            cur[9] = v
+            if v > peak[9]:
+                peak[9] = v
+            v = cur[9 + p] + 1
+            cur[9 + p] = v
+            if v > peak[9 + p]:
+                peak[9 + p] = v
+            tot = self._tot
+            tot[0] += 1
+            tot[4] += bsize
+            if self.trace is not None:
+                self.trace.append(("alloc", b.alloc_id, nbytes, bsize, b.ptr, stream))
         return b
 
     def _new_segment(self, size: int, small: bool, stream: int, nbytes: int) -> Block:
@@ -232,13 +269,16 @@ class CachingAllocator:
                 self.num_ooms += 1
                 raise OutOfMemoryError(self._oom_message(nbytes, f"a segment of {seg_bytes} bytes did not fit "
                                                                  "after releasing the cache and retrying")) from None
-        seg = Segment(ptr, seg_bytes, small, stream)
+        seg = Segment(ptr, seg_bytes, small, stream, self, self.device_index)
         self._segments[ptr] = seg
+        bisect.insort(self._seg_ptrs, ptr)
         pool = 1 if small else 2
         self._add(_R_BYTES, pool, seg_bytes)
         self._add(_S_COUNT, pool, 1)
-        self._totals["segment.allocated"] += 1
-        return Block(ptr, seg_bytes, stream, seg, self.device_index)
+        self._tot[2] += 1
+        b = Block(ptr, seg_bytes, stream, seg)
+        seg.head = b
+        return b
 
     def _oom_message(self, nbytes: int, why: str) -> str:
         try:
@@ -260,82 +300,133 @@ class CachingAllocator:
             RuntimeError: ``block`` was already freed (double free), or is not a live block of this allocator;
                 nothing is changed then.
         """
-        if self._holder == threading.get_ident():   # re-entrant: a finalizer ran inside a call of ours
+        with self._lock:
+            self._free_locked(block)
+            if self._deferred:
+                self._run_deferred()
+
+    def release(self, block: Block) -> None:
+        """Like :meth:`free`, for finalizers: never blocks and never raises. When the lock is busy (another
+        thread, or a garbage collection inside an allocator call on this thread) the block is queued and freed
+        by the next allocator call."""
+        if not self._lock.acquire(False):
             self._deferred.append(block)
             return
-        with self._lock:
-            self._holder = threading.get_ident()
-            try:
+        try:
+            if type(block) is Block and block.state == ALLOCATED and block.segment.allocator is self:
                 self._free_locked(block)
-                if self._deferred:
-                    self._run_deferred()
-            finally:
-                self._holder = None
+            if self._deferred:
+                self._run_deferred()
+        finally:
+            self._lock.release()
 
     def _run_deferred(self) -> None:
-        while self._deferred:
-            b = self._deferred.pop()
-            if self._live.get(b.ptr) is b:
+        d = self._deferred
+        while d:
+            b = d.pop()
+            if b.state == ALLOCATED and b.segment.allocator is self:
                 self._free_locked(b)
 
     def _free_locked(self, b: Block) -> None:
-        if self._live.get(getattr(b, "ptr", None)) is not b:
-            if isinstance(b, Block) and b.freed:
+        if type(b) is not Block or b.state != ALLOCATED or b.segment.allocator is not self:
+            if type(b) is Block and b.state == RETIRED and b.segment.allocator is self:
                 raise RuntimeError(f"{self.name} free: double free of the block at 0x{b.ptr:x} ({b.requested} bytes, "
                                    f"allocation #{b.alloc_id}); it was already freed")
             raise RuntimeError(f"{self.name} free: {b!r} is not a live allocation of this allocator")
-        del self._live[b.ptr]
-        i = bisect.bisect_left(self._live_ptrs, b.ptr)
-        del self._live_ptrs[i]
-        small = b.segment.small
-        pool = 1 if small else 2
-        self._add(_A_BYTES, pool, -b.size)
-        self._add(_Q_BYTES, pool, -b.requested)
-        self._add(_A_COUNT, pool, -1)
-        t = self._totals
-        t["allocation.freed"] += 1
-        t["allocated_bytes.freed"] += b.size
+        seg = b.segment
+        small = seg.small
+        bsize = b.size
+        cur = self._cur
+        p = 1 if small else 2
+        cur[0] -= bsize
+        cur[p] -= bsize
+        cur[6] -= b.requested
+        cur[9] -= 1
+        cur[9 + p] -= 1
+        tot = self._tot
+        tot[1] += 1
+        tot[5] += bsize
         if self.trace is not None:
             self.trace.append(("free", b.alloc_id))
-        # The caller's block object is retired for good (so a stale handle reads as freed forever); a new
-        # object stands for the free region.
-        f = Block(b.ptr, b.size, b.stream, b.segment, self.device_index)
-        f.prev, f.next = b.prev, b.next
-        if f.prev is not None:
-            f.prev.next = f
-        if f.next is not None:
-            f.next.prev = f
+        prev, nxt = b.prev, b.next
+        b.state = RETIRED      # the caller's handle is retired for good; other objects stand for the memory
         b.prev = b.next = None
-        b.allocated = False
-        b.freed = True
-        uses = b.stream_uses
-        if uses:
-            for s in uses:
+        if b.stream_uses:
+            f = Block(b.ptr, bsize, b.stream, seg, prev, nxt, PENDING)
+            self._link(f, seg)
+            f.pending = 0
+            for s in b.stream_uses:
                 self._pending.append((self.raw.record_event(s), f))
                 f.pending += 1
             return
-        self._insert_free(f)
+        fl = (self._fsmall if small else self._flarge)[seg.stream]
+        keys, blocks = fl.keys, fl.blocks
+        if nxt is not None and nxt.state == FREE:
+            # absorb the freed bytes into the free block after them (and the one before, if free)
+            k = (nxt.size << _SHIFT) | nxt.ptr
+            del keys[bisect.bisect_left(keys, k)]
+            del blocks[nxt.ptr]
+            nxt.ptr = b.ptr
+            nxt.size += bsize
+            nxt.prev = prev
+            seg.nblocks -= 1
+            if prev is not None and prev.state == FREE:
+                fl.remove(prev)
+                nxt.ptr = prev.ptr
+                nxt.size += prev.size
+                pp = prev.prev
+                prev.prev = prev.next = None
+                nxt.prev = prev = pp
+                seg.nblocks -= 1
+            if prev is None:
+                seg.head = nxt
+            else:
+                prev.next = nxt
+            bisect.insort(keys, (nxt.size << _SHIFT) | nxt.ptr)
+            blocks[nxt.ptr] = nxt
+        elif prev is not None and prev.state == FREE:
+            k = (prev.size << _SHIFT) | prev.ptr
+            del keys[bisect.bisect_left(keys, k)]
+            prev.size += bsize
+            prev.next = nxt
+            if nxt is not None:
+                nxt.prev = prev
+            seg.nblocks -= 1
+            bisect.insort(keys, (prev.size << _SHIFT) | prev.ptr)
+        else:
+            f = Block(b.ptr, bsize, b.stream, seg, prev, nxt)
+            self._link(f, seg)
+            bisect.insort(keys, (bsize << _SHIFT) | f.ptr)
+            blocks[f.ptr] = f
 
-    def _insert_free(self, f: Block) -> None:
+    @staticmethod
+    def _link(f: Block, seg: Segment) -> None:
+        if f.prev is None:
+            seg.head = f
+        else:
+            f.prev.next = f
+        if f.next is not None:
+            f.next.prev = f
+
+    def _coalesce(self, f: Block) -> None:
+        """Make pending block ``f`` free: merge it with free neighbours and cache it."""
         seg = f.segment
         fl = self._freelist(seg.small, seg.stream)
         p = f.prev
-        if p is not None and not p.allocated and p.pending == 0:
+        if p is not None and p.state == FREE:
             fl.remove(p)
             f.ptr, f.size, f.prev = p.ptr, f.size + p.size, p.prev
-            if f.prev is not None:
-                f.prev.next = f
             p.prev = p.next = None
             seg.nblocks -= 1
         n = f.next
-        if n is not None and not n.allocated and n.pending == 0:
+        if n is not None and n.state == FREE:
             fl.remove(n)
             f.size += n.size
             f.next = n.next
-            if f.next is not None:
-                f.next.prev = f
             n.prev = n.next = None
             seg.nblocks -= 1
+        self._link(f, seg)
+        f.state = FREE
         fl.add(f)
 
     def _process_events(self) -> None:
@@ -345,7 +436,7 @@ class CachingAllocator:
                 self.raw.event_release(ev)
                 f.pending -= 1
                 if f.pending == 0:
-                    self._insert_free(f)
+                    self._coalesce(f)
             else:
                 keep.append((ev, f))
         self._pending = keep
@@ -358,8 +449,8 @@ class CachingAllocator:
             RuntimeError: ``block`` is not a live allocation of this allocator.
         """
         with self._lock:
-            check(self._live.get(block.ptr) is block, lambda: f"{self.name} record_stream: {block!r} is not a live "
-                  "allocation of this allocator")
+            check(type(block) is Block and block.state == ALLOCATED and block.segment.allocator is self,
+                  lambda: f"{self.name} record_stream: {block!r} is not a live allocation of this allocator")
             if stream != block.stream:
                 if block.stream_uses is None:
                     block.stream_uses = set()
@@ -367,11 +458,11 @@ class CachingAllocator:
 
     # -- cache release ------------------------------------------------------------------------------
     def _release_cached(self) -> None:
-        """Return every wholly free segment to the device (waiting first for deferred frees' events)."""
+        """Return every wholly free segment to the device (waiting first for pending blocks' events)."""
         if self._pending:
             self.raw.synchronize()
             self._process_events()
-        whole = [b for fl in self._free.values() for b in fl.blocks.values()
+        whole = [b for d in (self._fsmall, self._flarge) for fl in d.values() for b in fl.blocks.values()
                  if b.prev is None and b.next is None and b.size == b.segment.size]
         if not whole:
             return
@@ -381,36 +472,38 @@ class CachingAllocator:
             seg = b.segment
             self._freelist(seg.small, seg.stream).remove(b)
             del self._segments[seg.ptr]
+            del self._seg_ptrs[bisect.bisect_left(self._seg_ptrs, seg.ptr)]
             self.raw.free(seg.ptr)
             pool = 1 if seg.small else 2
             self._add(_R_BYTES, pool, -seg.size)
             self._add(_S_COUNT, pool, -1)
-            self._totals["segment.freed"] += 1
+            self._tot[3] += 1
 
     def empty_cache(self) -> None:
         """Return every wholly free cached segment to the device (``torch.cuda.empty_cache``)."""
         with self._lock:
-            self._holder = threading.get_ident()
-            try:
-                self._release_cached()
-                if self._deferred:
-                    self._run_deferred()
-            finally:
-                self._holder = None
+            if self._deferred:
+                self._run_deferred()
+            self._release_cached()
 
     # -- lookups ------------------------------------------------------------------------------------
     def find(self, ptr: int) -> Block | ExternalBlock | None:
         """The live allocation containing address ``ptr``: an own block (``ptr`` within its rounded size) or a
-        registered foreign region; None when nothing here contains it."""
-        ptrs = self._live_ptrs
-        i = bisect.bisect_right(ptrs, ptr) - 1
-        if i >= 0:
-            b = self._live.get(ptrs[i])
-            if b is not None and ptr < b.ptr + b.size:
-                return b
-        for e in self._ext.values():
-            if e.ptr <= ptr < e.ptr + max(e.size, 1):
-                return e
+        registered foreign region; None when nothing here contains it. O(log segments + blocks of the segment)."""
+        with self._lock:
+            sp = self._seg_ptrs
+            i = bisect.bisect_right(sp, ptr) - 1
+            if i >= 0:
+                seg = self._segments[sp[i]]
+                if ptr < seg.ptr + seg.size:
+                    b = seg.head
+                    while b is not None and b.ptr + b.size <= ptr:
+                        b = b.next
+                    if b is not None and b.state == ALLOCATED and b.ptr <= ptr:
+                        return b
+            for e in self._ext.values():
+                if e.ptr <= ptr < e.ptr + max(e.size, 1):
+                    return e
         return None
 
     def register_external(self, ptr: int, nbytes: int, owner: object, readonly: bool = False) -> ExternalBlock:
@@ -424,7 +517,7 @@ class CachingAllocator:
         check(ptr >= 0 and nbytes >= 0, lambda: f"{self.name} register_external: ptr and nbytes must be >= 0, got "
               f"ptr=0x{ptr:x}, nbytes={nbytes}", ValueError)
         with self._lock:
-            e = ExternalBlock(ptr, nbytes, owner, next(self._ids), self.device_index, readonly)
+            e = ExternalBlock(ptr, nbytes, owner, next(self._ids), self.device_index, readonly, self)
             self._ext[e.alloc_id] = e
         return e
 
@@ -464,14 +557,15 @@ class CachingAllocator:
         """Counters under PyTorch's key names: ``<kind>.<pool>.current|peak`` for kinds ``allocated_bytes``,
         ``reserved_bytes``, ``requested_bytes``, ``allocation``, ``segment`` and pools ``all``, ``small_pool``,
         ``large_pool``; ``<kind>.all.allocated|freed`` totals; ``num_alloc_retries``, ``num_ooms``;
-        ``external.current`` and ``external_bytes.current`` for registered foreign memory."""
+        ``external.current`` and ``external_bytes.current`` for registered foreign memory; ``pending_frees``.
+        (``requested_bytes`` is kept for ``all`` only; its pool entries read 0.)"""
         with self._lock:
             out: dict[str, int] = {}
             for k, kind in enumerate(_KINDS):
                 for p, pool in enumerate(_POOLS):
                     out[f"{kind}.{pool}.current"] = self._cur[3 * k + p]
                     out[f"{kind}.{pool}.peak"] = self._peak[3 * k + p]
-            for name, v in self._totals.items():
+            for name, v in zip(_TOTALS, self._tot):
                 kind, what = name.split(".")
                 out[f"{kind}.all.{what}"] = v
             out["num_alloc_retries"] = self.num_alloc_retries
@@ -489,4 +583,11 @@ class CachingAllocator:
     def live_blocks(self) -> list[Block]:
         """Every live block, by address."""
         with self._lock:
-            return [self._live[p] for p in self._live_ptrs]
+            out = []
+            for p in self._seg_ptrs:
+                b = self._segments[p].head
+                while b is not None:
+                    if b.state == ALLOCATED:
+                        out.append(b)
+                    b = b.next
+            return out

@@ -68,19 +68,22 @@ def _launch_options() -> tuple[str, ...]:
         return _OPTIONS_FALLBACK
 
 
-_signatures: dict = {}
+_signatures: dict = {}   # id(kernel) -> (kernel, KernelSignature | None); JITFunction.__hash__ is slow
 
 
 def signature_of(kernel) -> KernelSignature | None:
     """The :class:`KernelSignature` of a ``@triton.jit`` function (None for wrappers such as autotuners, which
     always take Triton's own path)."""
-    sig = _signatures.get(kernel)
-    if sig is None and hasattr(kernel, "params") and hasattr(kernel, "arg_names"):
+    hit = _signatures.get(id(kernel))
+    if hit is not None and hit[0] is kernel:
+        return hit[1]
+    sig = None
+    if hasattr(kernel, "params") and hasattr(kernel, "arg_names"):
         params = kernel.params
         sig = KernelSignature(getattr(kernel, "__name__", "kernel"), [p.name for p in params],
                               [p.name for p in params if p.is_constexpr],
                               {p.name: p.default for p in params if p.has_default}, _launch_options())
-        _signatures[kernel] = sig
+    _signatures[id(kernel)] = (kernel, sig)   # the entry keeps the kernel alive, so its id is never reused
     return sig
 
 
@@ -167,8 +170,13 @@ class _DevPtr:
 
 
 _cache: dict = {}
-_hooks = None  # triton.knobs.runtime, bound at the first launch (profiler hooks force Triton's path)
+_rt = None      # triton.knobs.runtime, bound at the first launch through Triton
+_HC = None      # Triton's HookChain class: launch hooks (profilers) are idle when their chains are empty
 _stats = {"hits": 0, "misses": 0}
+
+
+def _idle(h) -> bool:
+    return h is None or (h.__class__ is _HC and not h.calls)
 
 
 def cache_info() -> dict:
@@ -199,10 +207,14 @@ def _slow(kernel, sig, grid, i, args, meta, key):
     """Validate, launch through Triton (compiling if needed), and cache the compiled kernel under ``key``."""
     from . import cuda_driver
     validate(sig, i, args, meta)
+    if not callable(grid):
+        _grid3(grid, sig, (), ())
     cuda_driver.install()
     from triton import knobs
-    global _hooks
-    _hooks = knobs.runtime
+    global _rt, _HC
+    if _rt is None:
+        _rt = knobs.runtime
+        _HC = getattr(knobs, "HookChain", None) or type(_rt.launch_enter_hook)
     targs = []
     for a in args:
         st = _storage_of(a)
@@ -221,9 +233,17 @@ def _slow(kernel, sig, grid, i, args, meta, key):
     if hasattr(ck, "result"):
         ck = ck.result()
     tail = tuple(meta[p] if p in meta else sig.defaults[p] for p in sig.names[len(args):])
-    scratch = bool(getattr(ck.metadata, "global_scratch_size", 0))
-    if knobs.runtime.launch_enter_hook is None and knobs.runtime.launch_exit_hook is None:
-        _cache[key] = (ck.run, ck.function, ck.packed_metadata, tail, scratch)
+    run = ck.run
+    scratch = bool(getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1))
+    if scratch or not hasattr(run, "launch"):
+        # Triton's launcher object allocates the scratch per launch (through a per-thread ContextVar hook)
+        head = (ck.function, ck.packed_metadata, None, None, None)
+        _cache[key] = (run, head, tail, True)
+    else:
+        # no scratch: call the C launch function directly, with the arguments CudaLauncher.__call__ would add
+        head = (ck.function, run.launch_cooperative_grid, run.launch_pdl, None, None, ck.packed_metadata, None, None,
+                None)
+        _cache[key] = (run.launch, head, tail, False)
 
 
 def launch(kernel, grid, dev, args, meta):
@@ -240,23 +260,29 @@ def launch(kernel, grid, dev, args, meta):
         TypeError / RuntimeError: see :func:`validate`; a grid CUDA cannot launch.
         nbxtensor.device.cuda.CudaError or Triton's errors: compilation or launch failures.
     """
-    check(not INTERPRET, "launch: CUDA tensors cannot run under the interpreter tier (NBX_TRITON_INTERPRET=1 runs "
-          "kernels on CPU tensors); move the tensors to the CPU or unset the variable")
+    if INTERPRET:
+        raise RuntimeError("launch: CUDA tensors cannot run under the interpreter tier (NBX_TRITON_INTERPRET=1 runs "
+                           "kernels on CPU tensors); move the tensors to the CPU or unset the variable")
     i = dev.index
-    sig = _signatures.get(kernel)
-    if sig is None:
+    kid = id(kernel)
+    hit = _signatures.get(kid)
+    if hit is None or hit[0] is not kernel:
         require_triton("launch")
-        sig = signature_of(kernel)
-    key = [kernel, i]
+        signature_of(kernel)
+        hit = _signatures[kid]
+    sig = hit[1]
+    key = [kid, i]
     call = []
     for a in args:
         st = getattr(a, "_storage", None)
         if st is not None:
-            if st.device.index != i or st.handle is not None and st.handle.freed:
+            h = st.handle
+            if st.device.index != i or (h is not None and (h.freed if h.external else h.state == 3)):
                 validate(sig, i, args, meta)  # raises with the full message
-            p = st.ptr + a._offset * a._dtype.itemsize
+            dt = a._dtype
+            p = st.ptr + a._offset * dt.itemsize
             call.append(p)
-            key.append(a._dtype)
+            key.append(id(dt))
             key.append(not p & 15)
         elif hasattr(a, "data_ptr") and type(a) not in (int, float, bool):
             validate(sig, i, (a,) if sig is None else args, meta)
@@ -270,15 +296,14 @@ def launch(kernel, grid, dev, args, meta):
     if meta:
         key.append(tuple(meta.items()))
     try:
-        key = tuple(key)
-        entry = _cache.get(key)
+        entry = _cache.get(tuple(key))
     except TypeError:  # an unhashable argument: Triton's path every time
         key, entry = None, None
-    if entry is None or sig is None or _hooks.launch_enter_hook is not None:
-        _slow(kernel, sig, grid, i, args, meta, key)
+    if entry is None or sig is None or not (_idle(_rt.launch_enter_hook) and _idle(_rt.launch_exit_hook)):
+        _slow(kernel, sig, grid, i, args, meta, None if key is None else tuple(key))
         return
-    run, function, packed, tail, scratch = entry
-    if type(grid) is tuple and len(grid) == 1 and 0 <= grid[0] <= 0x7FFFFFFF:
+    fn, head, tail, scratch = entry
+    if grid.__class__ is tuple and len(grid) == 1 and 0 <= grid[0] <= 0x7FFFFFFF:
         g0, g1, g2 = grid[0], 1, 1
     else:
         g0, g1, g2 = _grid3(grid, sig, call, tail)
@@ -289,7 +314,7 @@ def launch(kernel, grid, dev, args, meta):
         if _allocation._allocator.get() is not cuda_driver._scratch_alloc:
             _allocation._allocator.set(cuda_driver._scratch_alloc)
         with C.DeviceGuard(i):
-            run(g0, g1, g2, S.current_stream_handle(i), function, packed, None, None, None, *call, *tail)
+            fn(g0, g1, g2, S.current_stream_handle(i), *head, *call, *tail)
     else:
-        run(g0, g1, g2, S.current_stream_handle(i), function, packed, None, None, None, *call, *tail)
+        fn(g0, g1, g2, S.current_stream_handle(i), *head, *call, *tail)
     _stats["hits"] += 1

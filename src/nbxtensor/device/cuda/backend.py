@@ -109,14 +109,11 @@ class CudaStorage(Storage):
         if h is None:
             return
         try:
-            a = _allocators.get(h.device_index)
-            if a is None:
-                return
             if h.external:
                 if not h.freed:
-                    a.unregister_external(h)
-            elif not h.freed:
-                a.free(h)
+                    h.allocator.unregister_external(h)
+            else:
+                h.segment.allocator.release(h)   # never blocks or raises; a freed block is ignored
         except Exception:  # interpreter shutdown: modules may already be torn down
             pass
 
@@ -162,7 +159,10 @@ class CudaBackend:
         i = dev.index
         if nbytes == 0 and type(nbytes) is int:
             return CudaStorage(dev, 0, 0, None, self)
-        b = allocator(i).malloc(nbytes, current_stream_handle(i))
+        a = _allocators.get(i)
+        if a is None:
+            a = allocator(i)
+        b = a.malloc(nbytes, current_stream_handle(i))
         return CudaStorage(dev, nbytes, b.ptr, b, self)
 
     def write(self, dst: Storage, offset: int, src: np.ndarray, non_blocking: bool = False) -> None:
