@@ -208,7 +208,8 @@ def test_repository_shapes_file_is_valid_and_big_enough():
     rows = [r for op in doc["ops"] for r in H.expand_cases(doc, op)]
     assert len(rows) > 100
     for case, shape, dt, call in rows:
-        assert max(s.nbytes for s in call.inputs) >= H.MIN_TENSOR_BYTES, (shape, dt)
+        # issue 5's compute-bound GEMMs and decode linears are smaller by definition; they say why (small_ok)
+        assert max(s.nbytes for s in call.inputs) >= H.MIN_TENSOR_BYTES or case.get("small_ok"), (shape, dt)
     # The families of issue 4's bandwidth targets are all there.
     for op in ("add", "exp", "relu", "copy_", "sum", "amax", "softmax", "log_softmax", "layer_norm", "rms_norm"):
         assert op in doc["ops"]
