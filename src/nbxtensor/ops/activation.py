@@ -80,7 +80,8 @@ def _hardtanh_prepare(a, prom, name="hardtanh"):
     lo, hi = a.get("min_val", 0.0), a.get("max_val", 6.0)
     if lo > hi:
         raise ValueError("min_val cannot be greater than max_val")
-    check(not (prom.common.kind == T.KIND_UINT and (lo < 0 or hi < 0)),
+    # ATen checks the limits converted to the integer type (so -0.5, which truncates to 0, passes)
+    check(not (prom.common.kind == T.KIND_UINT and (int(lo) < 0 or int(hi) < 0)),
           lambda: f"cannot do {name} on an unsigned type with negative limits")
     return {"min_val": lo, "max_val": hi}
 
@@ -171,6 +172,8 @@ def _gelu_triton(out, inputs, prom, prm):
 
 
 declare("gelu", "gelu(Tensor input, *, str approximate='none')", family=_FAM, cpu=_np_gelu, oracle=_or_gelu,
+        parity_exclude={"mask": lambda x: x == np.inf, "reason": "PyTorch's CPU gelu returns NaN at +inf (its "
+                        "vectorized erf); the limit, and nbxtensor's result, is +inf"},
         triton=_gelu_triton, promotion="default", dtypes=FLOATS, namespaces=_F, method=False, inplace=False,
         prepare=_gelu_prepare, domain="any", flops=8, param_cases=[{}, {"approximate": "tanh"}],
         errors=[(lambda nbx: (nbx.tensor([1.]),), {"approximate": "x"}, RuntimeError, "approximate")])

@@ -31,7 +31,7 @@ Record fields read here (``rec.extra``):
 ``schema``              the signature string (required for :func:`install`)
 ``promotion``           promotion kind (pointwise ops), or ``f(args) -> kind`` where it depends on an argument
 ``promote``             names of the operands that take part in promotion (default: every tensor argument)
-``dtypes``              dtypes the op is implemented for, checked on the promoted common dtype (or
+``dtypes``              dtypes the op is implemented for, checked on the operands' ``result_type`` (or
                         ``f(args) -> set``)
 ``driver``              ``driver(rec, args: dict, *, out, inplace) -> Tensor`` (default :func:`pointwise`)
 ``prepare``             ``prepare(args: dict, prom) -> dict`` of kernel parameters; raises on bad values
@@ -240,11 +240,14 @@ class Promotion:
         compute: the dtype the arithmetic runs in ("opmath": float32 for float16/bfloat16/float8 unless
             ``no_opmath``).
         result: the dtype of a new output (bool for ``always_bool``, real for ``complex_to_float``).
+        input: ``result_type`` of the operands before the kind's adjustments: the dtype an op's supported
+            dtypes are checked against (``exp`` accepts integer inputs, ``softsign`` refuses bool inputs).
     """
 
     common: DType
     compute: DType
     result: DType
+    input: DType | None = None
 
 
 def opmath(d: DType) -> DType:
@@ -264,7 +267,7 @@ def promote(kind: str, *operands, fn: str = "op") -> Promotion:
     """
     check(kind in PROMOTION_KINDS, lambda: f"{fn}: unknown promotion kind {kind!r}; expected one of "
           f"{PROMOTION_KINDS}", ValueError)
-    common = result_type(*operands)
+    common = inp = result_type(*operands)
     if kind == "int_to_float" and common.kind in (T.KIND_BOOL, T.KIND_INT, T.KIND_UINT):
         common = get_default_dtype()
     if kind == "bool_to_long" and common is T.bool_:
@@ -276,7 +279,7 @@ def promote(kind: str, *operands, fn: str = "op") -> Promotion:
         result = common.to_real()
     else:
         result = common
-    return Promotion(common, compute, result)
+    return Promotion(common, compute, result, inp)
 
 
 def torch_dtype_name(d: DType) -> str:
@@ -474,7 +477,8 @@ def pointwise(rec, args: dict, *, out: Tensor | None = None, inplace: Tensor | N
     """Run elementwise op ``rec`` on bound arguments ``args`` (from :meth:`Schema.bind`).
 
     Steps: device check; promotion over ``extra["promote"]`` operands (default: every operand); dtype check
-    on the common dtype; ``extra["prepare"]`` for parameters and op-specific errors; broadcasting; output
+    on the operands' ``result_type`` (``prom.input``); ``extra["prepare"]`` for parameters and op-specific
+    errors; broadcasting; output
     (new, ``out=`` or in-place); partial-overlap check; then the device implementation
     ``impl(out, inputs, prom, params)``, where ``inputs`` are tensors expanded to the output shape or Python
     scalars converted to ``prom.compute`` (NumPy scalars), in schema order (``None`` for absent optional
@@ -493,7 +497,7 @@ def pointwise(rec, args: dict, *, out: Tensor | None = None, inplace: Tensor | N
     kind = rec.extra.get("promotion", "default")
     prom = promote(kind(args) if callable(kind) else kind, *[args[n] for n in pnames if args[n] is not None], fn=fn)
     allowed = rec.extra.get("dtypes")
-    check_dtype(allowed(args) if callable(allowed) else allowed, prom.common, fn)
+    check_dtype(allowed(args) if callable(allowed) else allowed, prom.input, fn)
     prepare = rec.extra.get("prepare")
     params = prepare(args, prom) if prepare else {n: args[n] for n in sch.params}
     tensors = [args[n] for n in names if isinstance(args[n], Tensor)]

@@ -26,6 +26,7 @@ import numpy as np
 
 from .._errors import check, fail
 from ..dtypes import table as T
+from ..dtypes.casting import cast_array
 from ..dtypes.promotion import get_default_dtype
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor
@@ -476,6 +477,8 @@ declare("round", "round(Tensor input, *, int decimals=0, Tensor? out=None)", fam
         triton=_round_triton, promotion="default", domain="wide", inplace=True, prepare=_round_prepare,
         # decimals != 0 is implemented for floating types only (PyTorch: "round_cpu" not implemented for 'Long')
         dtypes=lambda a: NUM | BARE_U if a.get("decimals", 0) == 0 else FLOATS,
+        parity_superset={"dtypes": INTS | BARE_U, "reason": "PyTorch 2.13 rounds small integer tensors (a copy) but "
+                         "raises '\"round_vml_cpu\" not implemented' for larger ones; nbxtensor always copies"},
         errors=[(lambda nbx: (nbx.tensor([15]),), {"decimals": -1}, NotImplementedError, "not implemented for 'Long'")],
         param_cases=[{"decimals": 0}, {"decimals": 2}, {"decimals": -1}])
 
@@ -709,16 +712,17 @@ def _sub_prepare(a, prom):
     return _alpha_prepare(a, prom, "sub")
 
 
-_binary("add", _add_b, _np_add, _or_add, params_sig="*, Scalar alpha=1", params=("alpha",), dtypes=STD,
+_binary("add", _add_b, _np_add, _or_add, input_="Tensor|Scalar", params_sig="*, Scalar alpha=1", params=("alpha",),
+        dtypes=STD,
         prepare=_alpha_prepare, dunders={"__add__": "fwd", "__radd__": "rev", "__iadd__": "inplace"},
         param_cases=[{}, {"alpha": 2}],
         errors=[(lambda nbx: (nbx.tensor([1]), nbx.tensor([1])), {"alpha": 0.5}, RuntimeError, "alpha must not"),
-                (lambda nbx: (nbx.tensor([1.]), nbx.tensor([1.])), {"alpha": True}, RuntimeError, "Boolean alpha"),
-                (lambda nbx: (1, nbx.tensor([1.])), {}, TypeError, "must be Tensor")])
+                (lambda nbx: (nbx.tensor([1.]), nbx.tensor([1.])), {"alpha": True}, RuntimeError, "Boolean alpha")])
 _binary("sub", _sub_b, lambda x, y, alpha=1: x - (y * x.dtype.type(alpha) if alpha != 1 else y),
         lambda x, y, alpha=1: _or_add(x, -np.asarray(y) if np.asarray(y).dtype.kind == "f" else
                                       -np.asarray(y).astype(np.int64), alpha),
-        params_sig="*, Scalar alpha=1", params=("alpha",), dtypes=STD, prepare=_sub_prepare, aliases=("subtract",),
+        input_="Tensor|Scalar", params_sig="*, Scalar alpha=1", params=("alpha",), dtypes=STD, prepare=_sub_prepare,
+        aliases=("subtract",),
         refused=frozenset({T.bool_}),
         dunders={"__sub__": "fwd", "__rsub__": "rev", "__isub__": "inplace"}, param_cases=[{}, {"alpha": 3}],
         errors=[(lambda nbx: (nbx.tensor([True]), nbx.tensor([True])), {}, RuntimeError, "two bool tensors"),
@@ -744,7 +748,8 @@ _binary("mul", _mul_b, lambda x, y: x & y if x.dtype == np.bool_ else x * y,
         lambda x, y: np.logical_and(x, y) if np.asarray(x).dtype == np.bool_ else
         np.asarray(x) * np.asarray(y) if np.asarray(x).dtype.kind == "f" else
         np.asarray(x).astype(np.int64) * np.asarray(y).astype(np.int64),
-        dtypes=ALL, aliases=("multiply",), dunders={"__mul__": "fwd", "__rmul__": "rev", "__imul__": "inplace"})
+        input_="Tensor|Scalar", dtypes=ALL, aliases=("multiply",),
+        dunders={"__mul__": "fwd", "__rmul__": "rev", "__imul__": "inplace"})
 
 
 # --- division -------------------------------------------------------------------------------------------------
@@ -846,7 +851,7 @@ def _or_div(x, y, rounding_mode=None):
     return _or_div_trunc(x, y) if rounding_mode == "trunc" else _or_div_floor(x, y)
 
 
-declare("div", "div(Tensor input, Tensor|Scalar other, *, str? rounding_mode=None, Tensor? out=None)", family=_FAM,
+declare("div", "div(Tensor|Scalar input, Tensor|Scalar other, *, str? rounding_mode=None, Tensor? out=None)", family=_FAM,
         cpu=_np_div, oracle=_or_div, triton=_div_triton, domain="divisor", prepare=_div_prepare,
         # true division promotes integers to float; with a rounding mode integers stay integers
         promotion=lambda a: "int_to_float" if a.get("rounding_mode") is None else "default",
@@ -858,7 +863,8 @@ declare("div", "div(Tensor input, Tensor|Scalar other, *, str? rounding_mode=Non
                 (lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {"rounding_mode": "floor"}, RuntimeError,
                  "ZeroDivisionError")], cpu_only_errors=("ZeroDivisionError",))
 
-_binary("floor_divide", _div_floor_b, _np_div_floor, _or_div_floor, dtypes=NUM, domain="divisor",
+_binary("floor_divide", _div_floor_b, _np_div_floor, _or_div_floor, input_="Tensor|Scalar", dtypes=NUM,
+        domain="divisor",
         dunders={"__floordiv__": "fwd", "__rfloordiv__": "rev", "__ifloordiv__": "inplace"},
         errors=[(lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {}, RuntimeError, "ZeroDivisionError")],
         cpu_only_errors=("ZeroDivisionError",))
@@ -925,11 +931,15 @@ def _or_fmod(x, y):
             if x.size else x.copy()
 
 
+_SUBNORMAL_DIVISOR = {
+    "mask": lambda x, y: (y != 0) & (np.abs(y) < np.finfo(np.float32).tiny),
+    "reason": "PyTorch's CPU fmod/remainder kernels return NaN for subnormal divisors; the exact result is finite"}
 _binary("remainder", _remainder_b, _np_remainder, _or_remainder, input_="Tensor|Scalar", dtypes=NUM,
+        parity_exclude=_SUBNORMAL_DIVISOR,
         domain="divisor", dunders={"__mod__": "fwd", "__rmod__": "rev", "__imod__": "inplace"},
         errors=[(lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {}, RuntimeError, "ZeroDivisionError")],
         cpu_only_errors=("ZeroDivisionError",))
-_binary("fmod", _fmod_b, _np_fmod, _or_fmod, dtypes=NUM, domain="divisor",
+_binary("fmod", _fmod_b, _np_fmod, _or_fmod, dtypes=NUM, domain="divisor", parity_exclude=_SUBNORMAL_DIVISOR,
         errors=[(lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {}, RuntimeError, "ZeroDivisionError")],
         cpu_only_errors=("ZeroDivisionError",))
 
@@ -957,12 +967,16 @@ def _ipow(b, e):
 def _pow_b(x, y, p0, p1, p2):
     if x.dtype.is_floating():
         r = libdevice.pow(x, y)
+    elif x.dtype == tl.int1:
+        r = x | (y == 0)
     else:
         r = _ipow(x, y)
     return r
 
 
 def _np_pow(x, y):
+    if x.dtype == np.bool_:
+        return x | ~np.asarray(y, dtype=bool)
     if x.dtype.kind in "iu":
         e = np.broadcast_to(y, np.broadcast_shapes(np.shape(x), np.shape(y)))
         xb = np.broadcast_to(x, e.shape)
@@ -977,6 +991,8 @@ def _np_pow(x, y):
 
 def _or_pow(x, y):
     x, y = np.asarray(x), np.asarray(y)
+    if x.dtype == np.bool_:
+        return np.where(np.asarray(y, dtype=bool), x, True)
     if x.dtype.kind in "iu":
         bits = x.dtype.itemsize * 8
         xs, ys = np.broadcast_arrays(x.astype(object), y.astype(object))
@@ -1003,7 +1019,9 @@ def _pow_prepare(a, prom):
 
 
 declare("pow", "pow(Tensor|Scalar input, Tensor|Scalar exponent, *, Tensor? out=None)", family=_FAM, body=_pow_b,
-        cpu=_np_pow, oracle=_or_pow, promotion="default", dtypes=NUM, domain="pow", prepare=_pow_prepare, flops=8,
+        cpu=_np_pow, oracle=_or_pow, promotion="default", dtypes=NUM | {T.bool_}, domain="pow", prepare=_pow_prepare,
+        flops=8, parity_superset={"dtypes": frozenset({T.bool_}), "reason": "PyTorch computes bool ** Python bool but "
+                                  "refuses bool ** bool tensors; nbxtensor computes both"},
         inplace=True, dunders={"__pow__": "fwd", "__rpow__": "rev", "__ipow__": "inplace"},
         errors=[(lambda nbx: (nbx.tensor([2]), -1), {}, RuntimeError, "negative integer powers")])
 
@@ -1309,14 +1327,38 @@ for _n, _b, _f, _d, _al, _dt in (
 
 
 @jit
+def _rnd(v, DT: tl.constexpr):
+    # round an intermediate to the inputs' dtype: ATen's isclose is a composite of tensor ops in that dtype
+    if DT == tl.float16 or DT == tl.bfloat16:
+        r = H.convert(H.convert(v, DT), tl.float32)
+    else:
+        r = v
+    return r
+
+
+@jit
 def _isclose_b(x, y, rtol, atol, equal_nan):
-    close = x == y
+    # x, y arrive raw (the inputs' dtype); rtol/atol/equal_nan in the compute dtype
+    DT: tl.constexpr = x.dtype
+    xf = H.convert(x, rtol.dtype)
+    yf = H.convert(y, rtol.dtype)
+    close = xf == yf
+    if DT.is_floating():
+        close = close | ((equal_nan != 0) & (xf != xf) & (yf != yf))
+    err = tl.abs(_rnd(xf - yf, DT))
+    allowed = _rnd(atol + tl.abs(_rnd(rtol * yf, DT)), DT)
+    fin = (err == err) & (err != float("inf"))
+    return close | (fin & (err <= allowed))
+
+
+@jit
+def _isclose_exact_b(x, y, rtol, atol, equal_nan):
+    # rtol == atol == 0: ATen returns the equality test (plus NaN == NaN under equal_nan) without error terms
+    xf = H.convert(x, rtol.dtype)
+    yf = H.convert(y, rtol.dtype)
+    close = xf == yf
     if x.dtype.is_floating():
-        close = close | ((equal_nan != 0) & (x != x) & (y != y))
-        err = tl.abs(x - y)
-        allowed = atol + tl.abs(rtol * y)
-        fin = (err == err) & (err != float("inf"))
-        close = close | (fin & (err <= allowed))
+        close = close | ((equal_nan != 0) & (xf != xf) & (yf != yf))
     return close
 
 
@@ -1329,38 +1371,60 @@ def _isclose_prepare(a, prom):
 
 
 def _np_isclose(x, y, rtol=1e-5, atol=1e-8, equal_nan=0.0):
+    # x, y raw: floating inputs compute in their own dtype (NumPy rounds each op to it, as ATen's composite)
+    if x.dtype.kind != "f" and x.dtype != T.bfloat16.numpy and x.dtype != T.float16.numpy:
+        ft = get_default_dtype().numpy
+        x, y = x.astype(ft), y.astype(ft)
+        floating = False
+    else:
+        floating = True
     close = x == y
-    if x.dtype.kind == "f":
-        if equal_nan:
-            close |= np.isnan(x) & np.isnan(y)
-        err = np.abs(x - y)
-        close |= np.isfinite(err) & (err <= x.dtype.type(atol) + np.abs(x.dtype.type(rtol) * y))
-    return close
+    if floating and equal_nan:
+        close = close | (np.isnan(x) & np.isnan(y))
+    if rtol == 0 and atol == 0:
+        return close
+    t = x.dtype.type
+    err = np.abs(x - y)
+    return close | (np.isfinite(err) & (err <= t(atol) + np.abs(t(rtol) * y)))
 
 
 def _or_isclose(x, y, rtol=1e-5, atol=1e-8, equal_nan=0.0):
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    # Oracle: float64 arithmetic with each intermediate rounded to the inputs' dtype by the casting rules.
+    src = T.from_numpy_dtype(np.asarray(x).dtype)
+    if src.kind != T.KIND_FLOAT:
+        src = get_default_dtype()
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    else:
+        x, y = cast_array(np.asarray(x), src, T.float64), cast_array(np.asarray(y), src, T.float64)
+
+    def rnd(v):
+        return cast_array(cast_array(np.asarray(v, np.float64), T.float64, src), src, T.float64)
+
     with np.errstate(all="ignore"):
-        return (x == y) | (bool(equal_nan) & np.isnan(x) & np.isnan(y)) | \
-            (np.isfinite(x - y) & (np.abs(x - y) <= atol + rtol * np.abs(y)))
+        close = (x == y) | (bool(equal_nan) & np.isnan(x) & np.isnan(y))
+        if rtol == 0 and atol == 0:
+            return close
+        err = np.abs(rnd(x - y))
+        allowed = rnd(atol + np.abs(rnd(rtol * y)))
+        return close | (np.isfinite(err) & (err <= allowed))
 
 
 def _isclose_compute(prom):
-    # Integers and bool are compared in the default float dtype, as ATen casts them before the error terms.
-    return prom.compute if prom.compute.kind == T.KIND_FLOAT else get_default_dtype()
+    # Floating inputs: their own dtype, rounded per step in the kernel (float32 registers for 16-bit types);
+    # integers and bool: the default float dtype, as ATen casts them before the error terms.
+    return prom.compute if prom.input.kind == T.KIND_FLOAT else get_default_dtype()
 
 
 def _isclose_triton(out, inputs, prom, prm):
     ct = _isclose_compute(prom)
-    launch_pointwise(_isclose_b, out, inputs, ct, [prm["rtol"], prm["atol"], prm["equal_nan"]])
+    body = _isclose_exact_b if prm["rtol"] == 0 and prm["atol"] == 0 else _isclose_b
+    launch_pointwise(body, out, inputs, ct, [prm["rtol"], prm["atol"], prm["equal_nan"]], raw=3)
 
 
 declare("isclose", "isclose(Tensor input, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False)",
-        family=_FAM, cpu=_np_isclose, oracle=_or_isclose, triton=_isclose_triton, compute=_isclose_compute,
-        promotion="always_bool",
+        family=_FAM, cpu=_np_isclose, oracle=_or_isclose, triton=_isclose_triton, raw=3, promotion="always_bool",
         dtypes=NO_FP8, domain="special", prepare=_isclose_prepare, inplace=False, flops=5,
-        param_cases=[{}, {"rtol": 0.1, "atol": 0.5, "equal_nan": True}],
-        oracle_ulp_note="integer inputs: the oracle compares in float64, ATen in the default float dtype",
+        param_cases=[{}, {"rtol": 0.1, "atol": 0.5, "equal_nan": True}, {"rtol": 0.0, "atol": 0.0}],
         errors=[(lambda nbx: (nbx.tensor([1.]), nbx.tensor([1.], dtype=nbx.float64)), {}, RuntimeError, "match"),
                 (lambda nbx: (nbx.tensor([1.]), nbx.tensor([1.])), {"rtol": -1.0}, RuntimeError, "rtol")])
 
@@ -1528,6 +1592,11 @@ def _or_clamp(x, lo=None, hi=None):
     return r
 
 
+def _clamp1_dtypes(bound):
+    # PyTorch 2.13: clamp_min/clamp_max take bool with a tensor bound, not with a scalar one
+    return lambda a: NUM | {T.bool_} if isinstance(a.get(bound), Tensor) else NUM
+
+
 def _clamp_prepare(a, prom):
     check(a.get("min") is not None or a.get("max") is not None,
           "torch.clamp: At least one of 'min' or 'max' must not be None")
@@ -1545,15 +1614,15 @@ def _clamp_triton(out, inputs, prom, prm):
 
 
 declare("clamp", "clamp(Tensor input, Tensor|Scalar? min=None, Tensor|Scalar? max=None, *, Tensor? out=None)",
-        family=_FAM, cpu=_np_clamp, oracle=_or_clamp, triton=_clamp_triton, promotion="default", dtypes=NUM | {T.bool_},
+        family=_FAM, cpu=_np_clamp, oracle=_or_clamp, triton=_clamp_triton, promotion="default", dtypes=NUM,
         domain="clamp", prepare=_clamp_prepare, inplace=True, aliases=("clip",), flops=2,
         errors=[(lambda nbx: (nbx.tensor([1.]),), {}, RuntimeError, "At least one")])
 declare("clamp_min", "clamp_min(Tensor input, Tensor|Scalar min, *, Tensor? out=None)", family=_FAM,
         body=_clamp_min_b, cpu=lambda x, lo: np.maximum(x, lo), oracle=lambda x, lo: _or_clamp(x, lo, None),
-        promotion="default", dtypes=NUM | {T.bool_}, domain="clamp", inplace=True)
+        promotion="default", dtypes=_clamp1_dtypes("min"), domain="clamp", inplace=True)
 declare("clamp_max", "clamp_max(Tensor input, Tensor|Scalar max, *, Tensor? out=None)", family=_FAM,
         body=_clamp_max_b, cpu=lambda x, hi: np.minimum(x, hi), oracle=lambda x, hi: _or_clamp(x, None, hi),
-        promotion="default", dtypes=NUM | {T.bool_}, domain="clamp", inplace=True)
+        promotion="default", dtypes=_clamp1_dtypes("max"), domain="clamp", inplace=True)
 
 
 # --- masked_fill ------------------------------------------------------------------------------------------------------
