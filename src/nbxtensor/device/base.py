@@ -19,9 +19,12 @@ from .._errors import check, fail
 
 __all__ = ["device", "Storage", "Backend", "register_backend", "backend_for", "as_device", "KNOWN_TYPES"]
 
-# Device types PyTorch's parser knows; only those with a registered backend can hold memory here.
-KNOWN_TYPES = ("cpu", "cuda", "mps", "meta", "xpu", "hip")
-_DEVICE_RE = re.compile(r"^([a-z]+)(?::(-?\d+))?$")
+# Device types PyTorch's parser knows (c10/core/DeviceType.cpp); only those with a registered backend can hold
+# memory here.
+KNOWN_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla",
+               "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+# c10::Device's parser: a lowercase type, optionally ':' and an index without sign or leading zeros.
+_DEVICE_RE = re.compile(r"^([a-z]+)(?::(0|[1-9]\d*))?$")
 
 
 class device:
@@ -55,6 +58,9 @@ class device:
             if index is not None:
                 check(i is None, lambda: f"device: type (string) must not include an index because index was "
                       f"passed explicitly: {type}")
+                check(isinstance(index, int) and not isinstance(index, bool) or hasattr(index, "__index__"),
+                      lambda: f"device(): argument 'index' (position 2) must be int, not {index.__class__.__name__}",
+                      TypeError)
                 i = operator.index(index)
         else:
             fail(f"device: expected a string, an int or a device, got {type.__class__.__name__}",

@@ -57,11 +57,13 @@ class CPUBackend:
                                    f"(allocated by nbxtensor: {self.allocated} bytes)") from e
         shift = (-raw.ctypes.data) % ALIGNMENT
         buf = raw[shift:shift + nbytes]
-        st = Storage(device("cpu"), nbytes, buf.ctypes.data, buf, self)
+        st = Storage(device("cpu"), nbytes, raw.ctypes.data + shift, buf, self)  # (an empty slice's own pointer
+        # is not offset by NumPy, so the aligned address is computed from the raw buffer)
         with self._lock:
             self.allocated += nbytes
             self.peak = max(self.peak, self.allocated)
-        weakref.finalize(st, self._release, nbytes)
+        # Accounted until the buffer itself dies: NumPy views of a tensor (``numpy()``) keep it alive past the storage.
+        weakref.finalize(raw, self._release, nbytes)
         return st
 
     def write(self, dst: Storage, offset: int, src: np.ndarray) -> None:

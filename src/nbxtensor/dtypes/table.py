@@ -163,6 +163,8 @@ def dtype_from(obj: object, *, arg: str = "dtype") -> DType:
     """
     if isinstance(obj, DType):
         return obj
+    check(obj is not None, lambda: f"{arg}: expected a dtype, got None (NumPy would read None as float64; "
+          "nbxtensor never picks a default)", TypeError)
     if isinstance(obj, str):
         name = obj.split(".", 1)[1] if obj.startswith(("torch.", "nbx.", "nbxtensor.")) else obj
         found = _BY_NAME.get(name)
