@@ -152,12 +152,15 @@ def test_the_fast_path_calls_the_cached_launch_with_raw_pointers(fake_devices, m
     x, y, o = t(0), t(0), t(0)
     y._offset = 3                                   # a view: pointer = storage + 3 * 4 bytes, not 16-aligned
     calls = []
-    monkeypatch.setattr(L, "_rt", SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None))
+    enter, exit_ = SimpleNamespace(calls=[]), SimpleNamespace(calls=[])
+    monkeypatch.setattr(L, "_rt", SimpleNamespace(launch_enter_hook=enter, launch_exit_hook=exit_))
+    monkeypatch.setattr(L, "_ENTER", enter)
+    monkeypatch.setattr(L, "_EXIT", exit_)
     monkeypatch.setattr(L.C, "ensure_context", lambda i: None)
-    monkeypatch.setattr(L.S, "current_stream_handle", lambda i=None: 77)
+    monkeypatch.setattr(L._stream_tls, "streams", {0: SimpleNamespace(cuda_stream=77)}, raising=False)
     monkeypatch.setitem(L._signatures, id(add_kernel), (add_kernel, SIG))
     f32 = id(nbx.float32)
-    key = (id(add_kernel), 0, f32, True, f32, False, f32, True, L.arg_spec(1000), (("BLOCK", 256),))
+    key = (id(add_kernel), 0, f32 + 1, f32, f32 + 1, L.arg_spec(1000), (("BLOCK", 256),))
     head = ("FN", 0, 0, None, None, "PACKED", None, None, None)
     monkeypatch.setitem(L._cache, key, (lambda *a: calls.append(a), head, (256,), False))
     hits = L.cache_info()["hits"]
@@ -168,6 +171,10 @@ def test_the_fast_path_calls_the_cached_launch_with_raw_pointers(fake_devices, m
     assert calls[-1][:3] == (4, 2, 1)
     with pytest.raises(RuntimeError, match="grid dimension 2 is 70000"):
         L.launch(add_kernel, (1, 1, 70000), Device("cuda", 0), (x, y, o, 1000), {"BLOCK": 256})
+    if not HAVE_CUDA:
+        enter.calls.append(print)                  # a profiler hook: Triton's path, which would call it
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            L.launch(add_kernel, (4,), Device("cuda", 0), (x, y, o, 1000), {"BLOCK": 256})
 
 
 @pytest.mark.skipif(not HAVE_TRITON or INTERPRET, reason="needs Triton's compiled JITFunction")

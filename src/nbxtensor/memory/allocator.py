@@ -145,8 +145,8 @@ class ExternalBlock:
     The allocator never frees it: ``owner`` (kept alive as long as the block) owns the bytes.
     """
 
-    __slots__ = ("ptr", "size", "requested", "owner", "freed", "allocated", "alloc_id", "device_index",
-                 "readonly", "allocator", "__weakref__")
+    __slots__ = ("ptr", "size", "requested", "owner", "state", "alloc_id", "device_index", "readonly", "allocator",
+                 "__weakref__")
 
     external = True
 
@@ -157,11 +157,18 @@ class ExternalBlock:
         self.size = size
         self.requested = size
         self.owner = owner
-        self.freed = False
-        self.allocated = True
+        self.state = ALLOCATED      # RETIRED once unregistered
         self.alloc_id = alloc_id
         self.device_index = device_index
         self.readonly = readonly
+
+    @property
+    def allocated(self) -> bool:
+        return self.state == ALLOCATED
+
+    @property
+    def freed(self) -> bool:
+        return self.state == RETIRED
 
     @property
     def end(self) -> int:

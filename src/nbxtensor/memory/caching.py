@@ -526,8 +526,7 @@ class CachingAllocator:
         with self._lock:
             check(self._ext.pop(block.alloc_id, None) is block, lambda: f"{self.name} unregister_external: {block!r} "
                   "is not registered (unregistered twice?)")
-            block.freed = True
-            block.allocated = False
+            block.state = RETIRED
 
     # -- statistics ---------------------------------------------------------------------------------
     @property

@@ -136,18 +136,15 @@ def validate(sig: KernelSignature | None, dev_index: int, args, meta: dict) -> N
 
 
 def arg_spec(a):
-    """The cache-key part for one non-tensor argument, mirroring Triton's specialization of it."""
+    """The cache-key part for one scalar argument, mirroring Triton's specialization of it: for ints, 1 (Triton
+    makes it a constant), else the width class (2: 32-bit, 4: 64-bit, 6: unsigned 64-bit) plus 1 when divisible
+    by 16; floats -1; other values by type and value."""
     t = type(a)
     if t is int:
-        if a == 1:
-            return 1
-        if -0x80000000 <= a <= 0x7FFFFFFF:
-            return 2 if a & 15 else 3
-        if -0x8000000000000000 <= a <= 0x7FFFFFFFFFFFFFFF:
-            return 4 if a & 15 else 5
-        return 6 if a & 15 else 7
+        return 1 if a == 1 else (2 if -0x80000000 <= a <= 0x7FFFFFFF else
+                                 4 if -0x8000000000000000 <= a <= 0x7FFFFFFFFFFFFFFF else 6) + (not a & 15)
     if t is float:
-        return "f"
+        return -1
     if t is bool:
         return "b"
     if a is None:
@@ -170,18 +167,22 @@ class _DevPtr:
 
 
 _cache: dict = {}
-_rt = None      # triton.knobs.runtime, bound at the first launch through Triton
-_HC = None      # Triton's HookChain class: launch hooks (profilers) are idle when their chains are empty
-_stats = {"hits": 0, "misses": 0}
+_rt = None          # triton.knobs.runtime, bound at the first launch through Triton
+_ENTER = _EXIT = None  # its launch hook chains (HookChain): the fast path runs while both are empty
+_Tensor = None      # nbxtensor's Tensor class, learnt from the first tensor argument (runtime never imports tensor)
+_hits = 0
+_stats = {"misses": 0}
+_ctx_tls = C._tls
+_stream_tls = S._tls
 
 
-def _idle(h) -> bool:
-    return h is None or (h.__class__ is _HC and not h.calls)
+class _NeverIdle:
+    calls = [None]
 
 
 def cache_info() -> dict:
     """``{"entries": ..., "hits": ..., "misses": ...}`` of the compiled-kernel cache."""
-    return {"entries": len(_cache), **_stats}
+    return {"entries": len(_cache), "hits": _hits, **_stats}
 
 
 def clear_cache() -> None:
@@ -211,10 +212,13 @@ def _slow(kernel, sig, grid, i, args, meta, key):
         _grid3(grid, sig, (), ())
     cuda_driver.install()
     from triton import knobs
-    global _rt, _HC
+    global _rt, _ENTER, _EXIT
     if _rt is None:
         _rt = knobs.runtime
-        _HC = getattr(knobs, "HookChain", None) or type(_rt.launch_enter_hook)
+        e, x = _rt.launch_enter_hook, _rt.launch_exit_hook
+        # Triton 3.6 keeps hooks in HookChain objects; other forms (None, a function) always take Triton's path
+        _ENTER = e if hasattr(e, "calls") else _NeverIdle()
+        _EXIT = x if hasattr(x, "calls") else _NeverIdle()
     targs = []
     for a in args:
         st = _storage_of(a)
@@ -260,32 +264,37 @@ def launch(kernel, grid, dev, args, meta):
         TypeError / RuntimeError: see :func:`validate`; a grid CUDA cannot launch.
         nbxtensor.device.cuda.CudaError or Triton's errors: compilation or launch failures.
     """
+    # This function is the per-launch host cost: it is written out flat, with no helper calls on the fast path.
+    global _hits, _Tensor
     if INTERPRET:
         raise RuntimeError("launch: CUDA tensors cannot run under the interpreter tier (NBX_TRITON_INTERPRET=1 runs "
                            "kernels on CPU tensors); move the tensors to the CPU or unset the variable")
     i = dev.index
-    kid = id(kernel)
-    hit = _signatures.get(kid)
-    if hit is None or hit[0] is not kernel:
-        require_triton("launch")
-        signature_of(kernel)
-        hit = _signatures[kid]
-    sig = hit[1]
-    key = [kid, i]
+    key = [id(kernel), i]
     call = []
     for a in args:
-        st = getattr(a, "_storage", None)
-        if st is not None:
-            h = st.handle
-            if st.device.index != i or (h is not None and (h.freed if h.external else h.state == 3)):
-                validate(sig, i, args, meta)  # raises with the full message
+        t = a.__class__
+        if t is _Tensor:
+            st = a._storage
             dt = a._dtype
             p = st.ptr + a._offset * dt.itemsize
+            h = st.handle
+            if st.device.index != i or (h is not None and h.state == 3):
+                validate(signature_of(kernel), i, args, meta)   # raises, naming the argument
             call.append(p)
-            key.append(id(dt))
-            key.append(not p & 15)
-        elif hasattr(a, "data_ptr") and type(a) not in (int, float, bool):
-            validate(sig, i, (a,) if sig is None else args, meta)
+            key.append(id(dt) + (not p & 15))      # ids are multiples of 8: one int holds dtype and alignment
+        elif t is int:
+            call.append(a)
+            key.append(1 if a == 1 else (2 if -0x80000000 <= a <= 0x7FFFFFFF else
+                                         4 if -0x8000000000000000 <= a <= 0x7FFFFFFFFFFFFFFF else 6) + (not a & 15))
+        elif t is float:
+            call.append(a)
+            key.append(-1)
+        elif hasattr(a, "_storage") and hasattr(a, "_dtype"):     # a tensor (first sight of the class)
+            _Tensor = t
+            return launch(kernel, grid, dev, args, meta)
+        elif hasattr(a, "data_ptr") and t is not bool:
+            validate(signature_of(kernel), i, args, meta)
             p = int(a.data_ptr())
             call.append(p)
             key.append(str(a.dtype))
@@ -296,25 +305,31 @@ def launch(kernel, grid, dev, args, meta):
     if meta:
         key.append(tuple(meta.items()))
     try:
-        entry = _cache.get(tuple(key))
+        key = tuple(key)
+        entry = _cache.get(key)
     except TypeError:  # an unhashable argument: Triton's path every time
         key, entry = None, None
-    if entry is None or sig is None or not (_idle(_rt.launch_enter_hook) and _idle(_rt.launch_exit_hook)):
-        _slow(kernel, sig, grid, i, args, meta, None if key is None else tuple(key))
+    if entry is None or _ENTER.calls or _EXIT.calls:   # hooks added (HookChain.add) by a profiler: Triton's path
+        _slow(kernel, signature_of(kernel), grid, i, args, meta, key)
         return
     fn, head, tail, scratch = entry
     if grid.__class__ is tuple and len(grid) == 1 and 0 <= grid[0] <= 0x7FFFFFFF:
-        g0, g1, g2 = grid[0], 1, 1
+        g0 = grid[0]
+        g1 = g2 = 1
     else:
-        g0, g1, g2 = _grid3(grid, sig, call, tail)
-    C.ensure_context(i)
+        g0, g1, g2 = _grid3(grid, signature_of(kernel), call, tail)
+    if getattr(_ctx_tls, "ctx", -1) != i:
+        C.ensure_context(i)
+    m = getattr(_stream_tls, "streams", None)
+    s = m.get(i) if m else None
+    stream = 0 if s is None else s.cuda_stream
     if scratch:  # Triton allocates the scratch through a ContextVar hook (set per thread) on the current device
         from triton.runtime import _allocation
         from . import cuda_driver
         if _allocation._allocator.get() is not cuda_driver._scratch_alloc:
             _allocation._allocator.set(cuda_driver._scratch_alloc)
         with C.DeviceGuard(i):
-            fn(g0, g1, g2, S.current_stream_handle(i), *head, *call, *tail)
+            fn(g0, g1, g2, stream, *head, *call, *tail)
     else:
-        fn(g0, g1, g2, S.current_stream_handle(i), *head, *call, *tail)
-    _stats["hits"] += 1
+        fn(g0, g1, g2, stream, *head, *call, *tail)
+    _hits += 1
