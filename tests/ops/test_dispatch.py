@@ -166,12 +166,16 @@ def test_record():
                        schema="_nbxtest_axpy(Tensor input, Tensor|Scalar other, *, Scalar alpha=1, Tensor? out=None)",
                        driver=driver, inplace=True, namespaces=("functional",), aliases=("_nbxtest_alias",),
                        dunders={"__matmul__": "fwd", "__rmatmul__": "rev", "__imatmul__": "inplace"}))
+    names = ("_nbxtest_axpy", "_nbxtest_axpy_", "_nbxtest_alias", "_nbxtest_alias_", "__matmul__", "__rmatmul__",
+             "__imatmul__")
+    saved = {n: nbx.Tensor.__dict__[n] for n in names if n in nbx.Tensor.__dict__}  # the matmul family's @
     register(rec)
     D.install(rec)
     yield rec, seen
-    for n in ("_nbxtest_axpy", "_nbxtest_axpy_", "_nbxtest_alias", "_nbxtest_alias_", "__matmul__", "__rmatmul__",
-              "__imatmul__"):
-        if n in nbx.Tensor.__dict__:
+    for n in names:
+        if n in saved:
+            setattr(nbx.Tensor, n, saved[n])
+        elif n in nbx.Tensor.__dict__:
             delattr(nbx.Tensor, n)
     D._EXPORTS["functional"].pop("_nbxtest_axpy", None)
     D._EXPORTS["functional"].pop("_nbxtest_alias", None)

@@ -20,7 +20,6 @@ from .._errors import check
 from ..dtypes import table as T
 from ..runtime.triton_compat import jit, tl
 from ..shapes import wrap_dim
-from ..tensor.core import Tensor
 from . import triton_helpers as H
 from .elementwise import FLOATS, INTS, NO_FP8, _erf_np, _or_erf
 from .pointwise import declare, launch_pointwise
@@ -368,4 +367,3 @@ declare("glu", "glu(Tensor input, Tensor other, int dim=-1)", family=_FAM, body=
         errors=[(lambda nbx: (nbx.ones(2, 3), 1), {}, RuntimeError, "must be even"),
                 (lambda nbx: (nbx.tensor(1.),), {}, RuntimeError, "scalars")])
 
-_ = (Tensor, NO_FP8)

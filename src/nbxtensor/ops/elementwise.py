@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from .._errors import check, fail
+from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.promotion import get_default_dtype

@@ -407,7 +407,23 @@ def declare(name: str, schema: str, *, family: str, cpu: Callable, oracle: Calla
             oracle_note: str = "", compute: Callable | None = None, **extra):
     """Register a pointwise op: one record holding the schema, the NumPy and Triton implementations made from
     ``cpu`` (a NumPy function) and ``body`` (a ``@jit`` scalar body), the oracle, the cost and ``extra``
-    fields (promotion, dtypes, dunders, domain, errors, tolerance ...; see :mod:`.dispatch`)."""
+    fields. Dispatch reads ``schema``, ``promotion``, ``promote``, ``dtypes``, ``prepare``, ``driver``,
+    ``method``, ``inplace``, ``dunders``, ``namespaces``, ``aliases`` (see :mod:`.dispatch`). The generated tests
+    read:
+
+    - ``domain``: where test inputs come from (``positive`` for log, ``unit`` for asin, ``divisor`` keeps the
+      second operand nonzero, ``shift`` keeps shift counts in range, ...);
+    - ``param_cases``: parameter sets to test (``[{}, {"alpha": 2}]``);
+    - ``errors``: error inputs as data, ``(build(nbx) -> args, kwargs, exception type, message regex)``, checked
+      by one generic test (and against PyTorch in the parity suite); ``cpu_only_errors`` names messages only the
+      ``cpu`` device raises (kernels cannot raise);
+    - ``refused``: dtypes inside ``dtypes`` that the op refuses with PyTorch's own message (``neg`` of bool);
+    - ``tolerance``: ``{"extra_atol": f(*inputs) -> array, "reason": ...}`` widening the table's atol by
+      ``rtol * extra_atol`` where the rounding error scales with the inputs, not the result (cancellation);
+    - ``scalar_operands``: operands tested as Python scalars (``masked_fill``'s value);
+    - ``parity_exclude`` / ``parity_superset``: inputs or dtypes where PyTorch's CPU result is an artifact or a
+      refusal that nbxtensor deliberately does not copy, each with its reason.
+    """
     from .registry import OpRecord, register
     rec = OpRecord(name=name, family=family, cpu=numpy_impl(cpu, raw=raw, compute=compute),
                    triton=triton if triton is not None else (make(body, params=params, raw=raw, compute=compute)
