@@ -425,8 +425,10 @@ def host_view(t: Tensor) -> np.ndarray:
     """
     check(t.device.type == "cpu", lambda: f"host_view: expected a cpu tensor, got one on {t.device}; use .cpu()")
     it = t._dtype.itemsize
-    if t.numel() == 0:
-        return np.empty(t._shape, dtype=t._dtype.numpy)
+    if t.numel() == 0:  # no bytes to share; keep the tensor's strides (and read-only flag) all the same
+        a = np.lib.stride_tricks.as_strided(np.empty(1, dtype=t._dtype.numpy), t._shape,
+                                            tuple(s * it for s in t._stride), writeable=not t._storage.readonly)
+        return a
     buf = t._storage.handle
     a = np.ndarray(t._shape, dtype=t._dtype.numpy, buffer=buf, offset=t._offset * it,
                    strides=tuple(s * it for s in t._stride))
