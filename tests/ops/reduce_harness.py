@@ -165,7 +165,8 @@ def assert_close(actual: np.ndarray, exp: np.ndarray, dt, *, reduced: int = 1, w
     nan_ok = np.isnan(a) == np.isnan(e)
     inf_ok = np.where(np.isinf(e) | np.isinf(a), a == e, True)
     with np.errstate(all="ignore"):
-        close = np.where(np.isnan(e) | np.isinf(e) | np.isinf(a), True, np.abs(a - e) <= tol.atol + tol.rtol * np.abs(e))
+        close = np.where(np.isnan(e) | np.isinf(e) | np.isinf(a), True,
+                         np.abs(a - e) <= tol.atol + tol.rtol * np.abs(e))
     ok = nan_ok & inf_ok & close
     if not ok.all():
         idx = np.flatnonzero(~ok.reshape(-1))[:6]

@@ -28,13 +28,12 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.table import DType
 from ..runtime.configs import launch_config
-from ..runtime.launcher import launch
 from ..runtime.triton_compat import jit, tl
 from ..shapes import wrap_dim
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
-from .reduction import (BARE_UINTS, FLOATS, INTS, _cdiv, _check_input, _compute_input, _new_out, _finish_out,
-                        _refuse, _tmp_like_groups, canonical3, collapse_dims, return_types)
+from .reduction import (BARE_UINTS, FLOATS, INTS, canonical3, cdiv, check_input, collapse_dims, compute_input,
+                        finish_out, launch_quiet, new_out, refuse_dtype, return_types, tmp_like_groups)
 from .registry import Cost, OpRecord, register
 from .triton_helpers import TL_DTYPES, convert, maximum, minimum
 
@@ -200,7 +199,7 @@ def launch_scan(x: Tensor, dim: int, y: Tensor, yi: Tensor | None, kind: int) ->
             continue
         st = tuple(collapse_dims(t.shape, t.stride(), g) for g in groups)
         if None in st:
-            tmp = _tmp_like_groups(t, groups)
+            tmp = tmp_like_groups(t, groups)
             outs.append((tmp, t, tuple(collapse_dims(tmp.shape, tmp.stride(), g) for g in groups)))
         else:
             outs.append((t, None, st))
@@ -210,12 +209,12 @@ def launch_scan(x: Tensor, dim: int, y: Tensor, yi: Tensor | None, kind: int) ->
     ib = ia if ia is not None else ya
     if I == 1:
         cfg = launch_config("scan_rows", dev, dtypes=(x.dtype,), rows=O, cols=R)
-        launch(_scan_rows_kernel, (_cdiv(O, cfg["BLOCK_M"]),), x, ya, ib, O, R, sxo, sxr, sy[0], sy[1], si[0], si[1],
-               **cfg, **meta)
+        launch_quiet(_scan_rows_kernel, (cdiv(O, cfg["BLOCK_M"]),), x, ya, ib, O, R, sxo, sxr, sy[0], sy[1], si[0],
+                     si[1], **cfg, **meta)
     else:
         cfg = launch_config("scan_cols", dev, dtypes=(x.dtype,), rows=R, cols=I)
-        launch(_scan_cols_kernel, (O * _cdiv(I, cfg["BLOCK_I"]),), x, ya, ib, I, R, sxo, sxr, sxi, sy[0], sy[1],
-               sy[2], si[0], si[1], si[2], **cfg, **meta)
+        launch_quiet(_scan_cols_kernel, (O * cdiv(I, cfg["BLOCK_I"]),), x, ya, ib, I, R, sxo, sxr, sxi, sy[0], sy[1],
+                     sy[2], si[0], si[1], si[2], **cfg, **meta)
     if ycopy is not None:
         ycopy.copy_(ya)
     if icopy is not None:
@@ -323,36 +322,36 @@ def _scan_driver(rec, args, *, out=None, inplace=None):
     fn = rec.name
     kind = _KINDS[fn]
     x = args["input"]
-    _check_input(x, fn)
+    check_input(x, fn)
     dim = wrap_dim(args["dim"], x.ndim, fn=fn)
     if kind in (S_SUM, S_PROD):
         dt = args.get("dtype")
-        _refuse(x.dtype, fn, _CUM_DTYPES)
+        refuse_dtype(x.dtype, fn, _CUM_DTYPES)
         res = dt if dt is not None else (T.int64 if x.dtype.kind in (T.KIND_BOOL, T.KIND_INT, T.KIND_UINT) else x.dtype)
-        o, work = _new_out(out, x.shape, res, x.device, fn, exact=False)
+        o, work = new_out(out, x.shape, res, x.device, fn, exact=False)
         dispatch.check_no_partial_overlap(o, x, fn)
         if x.numel():
-            xin = _compute_input(x, dt) if dt is not None else x
+            xin = compute_input(x, dt) if dt is not None else x
             if res.kind == T.KIND_FLOAT and xin.dtype.kind != T.KIND_FLOAT:
                 xin = xin.to(res)
             registry.impl(fn, x.device.type)(xin, dim, work, kind=kind)
-            _finish_out(o, work)
+            finish_out(o, work)
         return o
     if kind == S_LSE:
         check(x.dtype.kind == T.KIND_FLOAT, lambda: f"{fn}: \"logcumsumexp\" not implemented for "
               f"'{dispatch.torch_dtype_name(x.dtype)}' (floating-point inputs only)", NotImplementedError)
-        o, work = _new_out(out, x.shape, x.dtype, x.device, fn, exact=False)
+        o, work = new_out(out, x.shape, x.dtype, x.device, fn, exact=False)
         dispatch.check_no_partial_overlap(o, x, fn)
         if x.numel():
             registry.impl(fn, x.device.type)(x, dim, work, kind=kind)
-            _finish_out(o, work)
+            finish_out(o, work)
         return o
-    _refuse(x.dtype, fn, _ORDERED)
+    refuse_dtype(x.dtype, fn, _ORDERED)
     rt = return_types.cummax if kind == S_MAX else return_types.cummin
     if out is not None:
         check(len(out) == 2, lambda: f"{fn}(): out= must be a tuple (values, indices)", TypeError)
-        ov, wv = _new_out(out[0], x.shape, x.dtype, x.device, fn, exact=True)
-        oi, wi = _new_out(out[1], x.shape, T.int64, x.device, fn, exact=True)
+        ov, wv = new_out(out[0], x.shape, x.dtype, x.device, fn, exact=True)
+        oi, wi = new_out(out[1], x.shape, T.int64, x.device, fn, exact=True)
     else:
         ov = wv = new_empty(x.shape, x.dtype, x.device)
         oi = wi = new_empty(x.shape, T.int64, x.device)
@@ -378,12 +377,14 @@ def _t(*shape, dtype=T.float32):
     return lambda dev: new_empty(shape, dtype, dev).fill_(0)
 
 
-# Error inputs as data: (label, args builders, kwargs, exception type, message regex).
+# Error inputs as data: (label, args builders, kwargs, exception type, message regex[, reason this is an
+# nbxtensor limitation where PyTorch computes a result]).
 _ERRORS = {
     "cumsum": [("dim missing", (_t(2, 3),), {}, TypeError, "missing required argument 'dim'"),
                ("dim out of range", (_t(2, 3),), {"dim": 2}, IndexError, "out of range"),
                ("float8 input", (_t(3, dtype=T.float8_e5m2),), {"dim": 0}, NotImplementedError, "not implemented")],
-    "cumprod": [("complex input", (_t(3, dtype=T.complex64),), {"dim": 0}, NotImplementedError, "not implemented")],
+    "cumprod": [("complex input", (_t(3, dtype=T.complex64),), {"dim": 0}, NotImplementedError, "not implemented",
+                 "nbxtensor does not implement complex scans (PyTorch does)")],
     "cummax": [("uint32 input", (_t(3, dtype=T.uint32),), {"dim": 0}, NotImplementedError, "not implemented"),
                ("out indices dtype", (_t(3),), {"dim": 0, "out": (_t(3), _t(3, dtype=T.int32))}, RuntimeError,
                 "dtype")],

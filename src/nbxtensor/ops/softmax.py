@@ -29,12 +29,12 @@ from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..runtime.configs import launch_config
-from ..runtime.launcher import launch
 from ..runtime.triton_compat import jit, tl
 from ..shapes import wrap_dim
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
-from .reduction import FLOATS, _cdiv, _check_input, _new_out, _finish_out, _tmp_like_groups, canonical3, collapse_dims
+from .reduction import (FLOATS, canonical3, cdiv, check_input, collapse_dims, finish_out, launch_quiet, new_out,
+                        tmp_like_groups)
 from .registry import Cost, OpRecord, register
 from .triton_helpers import TL_DTYPES, convert, maximum, nan_max
 
@@ -154,17 +154,17 @@ def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
     st = tuple(collapse_dims(y.shape, y.stride(), g) for g in groups)
     ycopy = None
     if None in st:
-        ycopy, y = y, _tmp_like_groups(y, groups)
+        ycopy, y = y, tmp_like_groups(y, groups)
         st = tuple(collapse_dims(y.shape, y.stride(), g) for g in groups)
     acc = TL_DTYPES["float64" if x.dtype is T.float64 else "float32"]
     if I == 1:
         cfg = launch_config("softmax_rows", x.device, dtypes=(x.dtype,), rows=O, cols=N)
-        launch(_softmax_rows_kernel, (_cdiv(O, cfg["BLOCK_M"]),), x, y, O, N, sxo, sxn, st[0], st[1], LOG=log,
-               ONE_TILE=N <= cfg["BLOCK_N"], ACC=acc, **cfg)
+        launch_quiet(_softmax_rows_kernel, (cdiv(O, cfg["BLOCK_M"]),), x, y, O, N, sxo, sxn, st[0], st[1], LOG=log,
+                     ONE_TILE=N <= cfg["BLOCK_N"], ACC=acc, **cfg)
     else:
         cfg = launch_config("softmax_cols", x.device, dtypes=(x.dtype,), rows=N, cols=I)
-        launch(_softmax_cols_kernel, (O * _cdiv(I, cfg["BLOCK_I"]),), x, y, I, N, sxo, sxn, sxi, st[0], st[1],
-               st[2], LOG=log, ONE_TILE=N <= cfg["BLOCK_N"], ACC=acc, **cfg)
+        launch_quiet(_softmax_cols_kernel, (O * cdiv(I, cfg["BLOCK_I"]),), x, y, I, N, sxo, sxn, sxi, st[0], st[1],
+                     st[2], LOG=log, ONE_TILE=N <= cfg["BLOCK_N"], ACC=acc, **cfg)
     if ycopy is not None:
         ycopy.copy_(y)
 
@@ -215,7 +215,7 @@ def _driver(rec, args, *, out=None, inplace=None):
     fn = rec.name
     log = fn == "log_softmax"
     x = args["input"]
-    _check_input(x, fn)
+    check_input(x, fn)
     dim = args.get("dim")
     if dim is None:  # only nn.functional's signature lets dim be None
         dim = _implicit_dim(x.ndim, fn)
@@ -224,13 +224,13 @@ def _driver(rec, args, *, out=None, inplace=None):
     res = dt if dt is not None else x.dtype
     check(res.kind == T.KIND_FLOAT, lambda: f"{fn}: \"{fn}_lastdim_kernel_impl\" not implemented for "
           f"'{dispatch.torch_dtype_name(res)}' (floating-point results only; pass dtype=)", NotImplementedError)
-    o, work = _new_out(out, x.shape, res, x.device, fn, exact=True)
+    o, work = new_out(out, x.shape, res, x.device, fn, exact=True)
     dispatch.check_no_partial_overlap(o, x, fn)
     if x.numel() == 0:
         return o
     xin = x if res is x.dtype or (res is T.float32 and x.dtype in (T.float16, T.bfloat16)) else x.to(res)
     registry.impl(fn, x.device.type)(xin, dim, work, log=log)
-    return _finish_out(o, work)
+    return finish_out(o, work)
 
 
 def _cost(name: str):
