@@ -10,6 +10,10 @@ from . import reduction as _reduction  # noqa: F401
 from . import scan as _scan  # noqa: F401
 from . import softmax as _softmax  # noqa: F401
 from . import norm as _norm  # noqa: F401
+from . import attention as _attention  # noqa: F401
+from . import decode_attention as _decode_attention  # noqa: F401
+from . import embedding as _embedding  # noqa: F401
+from . import rope as _rope  # noqa: F401
 
 # Generate nbx.*, nn.functional.*, Tensor methods and operators from every record with a schema; families
 # imported above register first (keep this line last).

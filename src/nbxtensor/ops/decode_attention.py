@@ -1,0 +1,818 @@
+"""Decode attention: one query token per sequence over a KV cache, contiguous or paged, and the kernel that
+appends new keys and values to a cache (``nbx.nn.functional.decode_attention``, ``paged_decode_attention``,
+``kv_cache_append``, ``paged_kv_append``; :class:`PagedKVCache` allocates pages).
+
+``out[b, h] = softmax(q[b, h] . K[b, h // G, :n_b]^T * scale) V[b, h // G, :n_b]`` with ``n_b`` the length of
+sequence ``b`` (``cache_seqlens[b]``) and ``G = Hq / Hkv`` query heads per key/value head (GQA; ``Hkv = 1`` is
+MQA). A sequence of length 0 gives 0 (no key: PyTorch's rule for a fully masked row).
+
+Caches:
+
+- contiguous: ``key_cache [B, Hkv, max_len, E]``, ``value_cache [B, Hkv, max_len, Ev]`` (any strides);
+- paged: ``key_pages [num_blocks, block_size, Hkv, E]``, ``value_pages [num_blocks, block_size, Hkv, Ev]`` and a
+  block table ``[B, max_blocks]`` (int32): position ``p`` of sequence ``b`` lives in page
+  ``block_table[b, p // block_size]``, slot ``p % block_size`` (vLLM's layout, Kwon et al., "Efficient Memory
+  Management for Large Language Model Serving with PagedAttention", 2023). Block sizes 16 and 32 are tested;
+  any power of two works.
+
+**Kernels.** Split-KV ("flash-decoding", Dao et al. 2023): the keys of each (sequence, kv head) are cut into
+``splits`` chunks so that ``B * Hkv * splits`` programs fill the GPU; each program loads every key/value row of
+its chunk once and serves all ``G`` query heads of its kv head (``tl.dot`` of ``[BLOCK_H, E] x [E, BLOCK_N]``,
+``BLOCK_H = max(16, G)`` rows) with the online softmax in base 2, and writes its partial ``(m, l, acc)`` in
+float32. A second kernel combines the partials of each (sequence, head) in a fixed order (a loop over the
+splits in index order, fixed reduction trees): no atomics, so the same inputs give byte-identical outputs, and a
+replayed decode step is reproducible. One split skips the combine (the split kernel writes the output).
+The number of splits comes from the arch's table (``target_programs``, ``min_chunk``, ``max_splits``) and the
+cache's capacity (or ``max_seqlen`` when given).
+
+``cache_seqlens`` and ``block_table`` are device data: the kernels never read or write outside the caches (a
+length is clamped to the capacity, a page id outside ``[0, num_blocks)`` is skipped), but checking them would
+cost a device-to-host copy per call, so the attention functions check them only with ``validate=True``; the
+append kernels report an out-of-range position or page through a device flag that the host reads (``check=True``,
+the default) and raise ``IndexError``. :class:`PagedKVCache` keeps lengths and pages on the host and checks
+them before each launch.
+
+The ``cpu`` implementation is NumPy (float32 for 16-bit inputs); the oracle is float64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._errors import check
+from ..device import device as _device
+from ..dtypes import table as T
+from ..dtypes.casting import cast_array
+from ..runtime.configs import launch_config
+from ..runtime.launcher import launch
+from ..runtime.triton_compat import jit, tl
+from ..tensor.core import Tensor, from_host_array, host_view, new_empty
+from . import registry
+from .attention import FLOATS, LOG2E, _operand, _pow2, _round_p, _softmax_rows, kernel_dtypes
+from .registry import Cost, OpRecord, register
+from .triton_helpers import convert
+
+__all__ = ["launch_decode", "launch_append", "decode_oracle", "paged_decode_oracle", "gather_pages", "PagedKVCache",
+           "split_plan"]
+
+INDEX_DTYPES = frozenset({T.int32, T.int64})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------------------
+@jit
+def _decode_split_kernel(Q, K, V, LENS, BT, MP, LP, OP, O,
+                         sqb, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd, sbt,
+                         smb, smh, sob, soh, sos, syb, syh, syd,
+                         Hkv, GROUP, HBLK, E, EV, cap, num_pages, chunk, qk_scale,
+                         HAS_LENS: tl.constexpr, PAGED: tl.constexpr, PAGE: tl.constexpr, DIRECT: tl.constexpr,
+                         BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                         BLOCK_DV: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
+                         IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr):
+    """Partial attention of one split of the keys of one (sequence, kv head, block of its query heads)."""
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    hb = pid % HBLK
+    bk = pid // HBLK
+    b = (bk // Hkv).to(tl.int64)
+    kh = (bk % Hkv).to(tl.int64)
+    if HAS_LENS:
+        n_b = tl.load(LENS + b).to(tl.int32)
+        n_b = tl.minimum(tl.maximum(n_b, 0), cap)  # memory safety; validate=True reports such lengths
+    else:
+        n_b = cap
+    lo = split * chunk
+    hi = tl.minimum(lo + chunk, n_b)
+
+    offs_g = hb * BLOCK_H + tl.arange(0, BLOCK_H)
+    g_ok = offs_g < GROUP
+    h = kh * GROUP + offs_g.to(tl.int64)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    d_ok = offs_d < E
+    dv_ok = offs_dv < EV
+    offs_n = tl.arange(0, BLOCK_N)
+
+    q = tl.load(Q + b * sqb + h[:, None] * sqh + offs_d[None, :].to(tl.int64) * sqd,
+                mask=g_ok[:, None] & d_ok[None, :], other=0.0)
+    q = _operand(q, UPCAST)
+    k_head = K + kh * skh + offs_d[:, None].to(tl.int64) * skd
+    v_head = V + kh * svh + offs_dv[None, :].to(tl.int64) * svd
+
+    m_i = tl.full([BLOCK_H], float("-inf"), ACC)
+    l_i = tl.zeros([BLOCK_H], ACC)
+    acc = tl.zeros([BLOCK_H, BLOCK_DV], ACC)
+    for start_n in range(lo, hi, BLOCK_N):
+        n = start_n + offs_n
+        n_ok = n < hi
+        if PAGED:
+            page = tl.load(BT + b * sbt + n // PAGE, mask=n_ok, other=0)
+            n_ok = n_ok & (page >= 0) & (page < num_pages)
+            page = tl.where(n_ok, page, 0).to(tl.int64)
+            krow = page * skb + (n % PAGE).to(tl.int64) * sks
+            vrow = page * svb + (n % PAGE).to(tl.int64) * svs
+        else:
+            krow = b * skb + n.to(tl.int64) * sks
+            vrow = b * svb + n.to(tl.int64) * svs
+        if EVEN_D:
+            k = tl.load(k_head + krow[None, :], mask=n_ok[None, :], other=0.0)
+        else:
+            k = tl.load(k_head + krow[None, :], mask=d_ok[:, None] & n_ok[None, :], other=0.0)
+        s = tl.dot(q, _operand(k, UPCAST), input_precision=PREC, out_dtype=ACC) * qk_scale
+        s = tl.where(n_ok[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - shift[:, None])
+        alpha = tl.math.exp2(m_i - shift)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if EVEN_DV:
+            v = tl.load(v_head + vrow[:, None], mask=n_ok[:, None], other=0.0)
+        else:
+            v = tl.load(v_head + vrow[:, None], mask=n_ok[:, None] & dv_ok[None, :], other=0.0)
+        acc = tl.dot(_round_p(p, IN_DT, UPCAST), _operand(v, UPCAST), acc, input_precision=PREC, out_dtype=ACC)
+        m_i = m_new
+    if DIRECT:
+        l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+        out = acc / l_safe[:, None]
+        tl.store(O + b * syb + h[:, None] * syh + offs_dv[None, :].to(tl.int64) * syd,
+                 convert(out, O.dtype.element_ty), mask=g_ok[:, None] & dv_ok[None, :])
+    else:
+        split64 = split.to(tl.int64)
+        tl.store(MP + b * smb + h * smh + split64, m_i, mask=g_ok)
+        tl.store(LP + b * smb + h * smh + split64, l_i, mask=g_ok)
+        tl.store(OP + b * sob + h[:, None] * soh + split64 * sos + offs_dv[None, :], acc,
+                 mask=g_ok[:, None] & dv_ok[None, :])
+
+
+@jit
+def _decode_combine_kernel(MP, LP, OP, O, SPLITS, Hq, EV, smb, smh, sob, soh, sos, syb, syh, syd,
+                           BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr, ACC: tl.constexpr):
+    """Combine the partials of one (sequence, head) in split order: ``out = sum_s w_s acc_s / sum_s w_s l_s``
+    with ``w_s = exp2(m_s - max_s m_s)`` (empty splits have ``m = -inf``, ``w = 0``)."""
+    pid = tl.program_id(0)
+    b = (pid // Hq).to(tl.int64)
+    h = (pid % Hq).to(tl.int64)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    dv_ok = offs_dv < EV
+    mbase = MP + b * smb + h * smh
+    lbase = LP + b * smb + h * smh
+    obase = OP + b * sob + h * soh
+    mmax = tl.full([BLOCK_S], float("-inf"), ACC)
+    for s0 in range(0, SPLITS, BLOCK_S):
+        s = s0 + offs_s
+        mmax = tl.maximum(mmax, tl.load(mbase + s, mask=s < SPLITS, other=float("-inf")))
+    mx = tl.max(mmax, 0)
+    shift = tl.where(mx == float("-inf"), 0.0, mx)
+    lsum = tl.zeros([BLOCK_S], ACC)
+    acc = tl.zeros([BLOCK_DV], ACC)
+    for s0 in range(0, SPLITS, BLOCK_S):
+        s = s0 + offs_s
+        s_ok = s < SPLITS
+        w = tl.math.exp2(tl.load(mbase + s, mask=s_ok, other=float("-inf")) - shift)
+        lsum += w * tl.load(lbase + s, mask=s_ok, other=0.0)
+        o = tl.load(obase + s[:, None].to(tl.int64) * sos + offs_dv[None, :], mask=s_ok[:, None] & dv_ok[None, :],
+                    other=0.0)
+        acc += tl.sum(w[:, None] * o, 0)
+    total = tl.sum(lsum, 0)
+    out = acc / tl.where(total == 0.0, 1.0, total)
+    tl.store(O + b * syb + h * syh + offs_dv.to(tl.int64) * syd, convert(out, O.dtype.element_ty), mask=dv_ok)
+
+
+@jit
+def _kv_append_kernel(KN, VN, KC, VC, LENS, BT, ERR,
+                      snb, snh, snt, snd, svnb, svnh, svnt, svnd,
+                      skb, sks, skh, skd, svb, svs, svh, svd, sbt,
+                      T, Hkv, E, EV, cap, num_pages,
+                      PAGED: tl.constexpr, PAGE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+                      BLOCK_DV: tl.constexpr):
+    """Write new row ``t`` of sequence ``b`` (all kv heads) at position ``cache_seqlens[b] + t``; a position
+    outside the capacity or a page id outside ``[0, num_pages)`` writes nothing and sets ``ERR``."""
+    pid = tl.program_id(0)
+    b = (pid // T).to(tl.int64)
+    t = pid % T
+    pos = tl.load(LENS + b).to(tl.int32) + t
+    ok = (pos >= 0) & (pos < cap)
+    if PAGED:
+        page = tl.load(BT + b * sbt + tl.where(ok, pos, 0) // PAGE, mask=ok, other=-1)
+        ok = ok & (page >= 0) & (page < num_pages)
+        page = tl.where(ok, page, 0).to(tl.int64)
+        slot = (tl.where(ok, pos, 0) % PAGE).to(tl.int64)
+        kdst = KC + page * skb + slot * sks
+        vdst = VC + page * svb + slot * svs
+    else:
+        p64 = tl.where(ok, pos, 0).to(tl.int64)
+        kdst = KC + b * skb + p64 * sks
+        vdst = VC + b * svb + p64 * svs
+    tl.store(ERR, 1, mask=ok == 0)
+    t64 = t.to(tl.int64)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    for h0 in range(0, Hkv, BLOCK_H):
+        h = h0 + tl.arange(0, BLOCK_H)
+        h64 = h.to(tl.int64)
+        wm = ok & (h < Hkv)
+        km = wm[:, None] & (offs_d < E)[None, :]
+        kx = tl.load(KN + b * snb + h64[:, None] * snh + t64 * snt + offs_d[None, :] * snd, mask=km)
+        tl.store(kdst + h64[:, None] * skh + offs_d[None, :] * skd, kx, mask=km)
+        vm = wm[:, None] & (offs_dv < EV)[None, :]
+        vx = tl.load(VN + b * svnb + h64[:, None] * svnh + t64 * svnt + offs_dv[None, :] * svnd, mask=vm)
+        tl.store(vdst + h64[:, None] * svh + offs_dv[None, :] * svd, vx, mask=vm)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Host launchers
+# ---------------------------------------------------------------------------------------------------------
+def split_plan(batch_heads: int, span: int, cfg: dict) -> tuple[int, int]:
+    """``(splits, chunk)``: how many key chunks each (sequence, kv head, head block) is cut into and how many
+    keys each chunk holds (a multiple of ``BLOCK_N``), so that ``batch_heads * splits`` approaches the arch's
+    ``target_programs`` while every chunk keeps at least ``min_chunk`` keys and ``splits <= max_splits``."""
+    bn = cfg["BLOCK_N"]
+    if span <= 0:
+        return 1, bn
+    want = -(-cfg["target_programs"] // max(1, batch_heads))
+    splits = max(1, min(cfg["max_splits"], want, -(-span // cfg["min_chunk"])))
+    chunk = -(-(-(-span // splits)) // bn) * bn
+    return -(-span // chunk), chunk
+
+
+def launch_decode(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor, *, scale: float, paged: bool,
+                  block_table: Tensor | None = None, max_seqlen: int | None = None) -> None:
+    """Launch decode attention: ``q [B, Hq, E]`` into ``out [B, Hq, Ev]``; ``k``/``v`` a contiguous cache
+    ``[B, Hkv, cap, E]`` or (``paged``) pages ``[num_blocks, block_size, Hkv, E]`` with ``block_table``;
+    ``lens [B]`` (int32/int64) or None (every sequence fills the cache)."""
+    B, Hq, E = q.shape
+    EV = v.shape[-1]
+    if paged:
+        num_pages, page, hkv = k.shape[0], k.shape[1], k.shape[2]
+        cap = block_table.shape[1] * page
+        ks = (k.stride(0), k.stride(1), k.stride(2), k.stride(3))
+        vs = (v.stride(0), v.stride(1), v.stride(2), v.stride(3))
+        bt, sbt = block_table, block_table.stride(0)
+    else:
+        hkv, cap = k.shape[1], k.shape[2]
+        num_pages, page = 0, 1
+        ks = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))
+        vs = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
+        bt, sbt = q, 0  # unused pointer
+    group = Hq // hkv
+    bd, bdv = _pow2(E), _pow2(EV)
+    span = cap if max_seqlen is None else max(0, min(cap, int(max_seqlen)))
+    cfg = launch_config("decode_attention", q.device, dtypes=(q.dtype,), head_dim=max(bd, bdv), ctx=max(span, 1))
+    block_h = min(_pow2(group), cfg.pop("max_block_h"))
+    hblk = -(-group // block_h)
+    splits, chunk = split_plan(B * hkv * hblk, span, cfg)
+    combine = {"BLOCK_S": cfg.pop("BLOCK_S"), "num_warps": cfg.pop("combine_warps")}
+    for key in ("target_programs", "max_splits", "min_chunk"):
+        cfg.pop(key)
+    dk = kernel_dtypes(q.dtype)
+    acc_dt = T.float64 if q.dtype is T.float64 else T.float32
+    direct = splits == 1
+    if direct:
+        mp = lp = op = out  # unused
+        pstr = (0, 0, 0, 0, 0)
+    else:
+        mp = new_empty((B, Hq, splits), acc_dt, q.device)
+        lp = new_empty((B, Hq, splits), acc_dt, q.device)
+        op = new_empty((B, Hq, splits, EV), acc_dt, q.device)
+        pstr = (mp.stride(0), mp.stride(1), op.stride(0), op.stride(1), op.stride(2))
+    ln = lens if lens is not None else q
+    launch(_decode_split_kernel, (B * hkv * hblk, splits), q, k, v, ln, bt, mp, lp, op, out,
+           *q.stride(), *ks, *vs, sbt, *pstr, *out.stride(), hkv, group, hblk, E, EV, cap, num_pages, chunk,
+           float(scale * LOG2E), HAS_LENS=lens is not None, PAGED=paged, PAGE=page, DIRECT=direct, BLOCK_H=block_h,
+           BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **dk, **cfg)
+    if not direct:
+        launch(_decode_combine_kernel, (B * Hq,), mp, lp, op, out, splits, Hq, EV, *pstr, *out.stride(),
+               BLOCK_DV=bdv, ACC=dk["ACC"], **combine)
+
+
+def launch_append(kc: Tensor, vc: Tensor, lens: Tensor, kn: Tensor, vn: Tensor, *, paged: bool,
+                  block_table: Tensor | None, err: Tensor) -> None:
+    """Append ``kn [B, Hkv, T, E]`` / ``vn`` at positions ``lens[b] + t`` of a contiguous cache or of pages."""
+    B, hkv, T_, E = kn.shape
+    EV = vn.shape[-1]
+    if paged:
+        num_pages, page = kc.shape[0], kc.shape[1]
+        cap = block_table.shape[1] * page
+        ks = (kc.stride(0), kc.stride(1), kc.stride(2), kc.stride(3))
+        vs = (vc.stride(0), vc.stride(1), vc.stride(2), vc.stride(3))
+        bt, sbt = block_table, block_table.stride(0)
+    else:
+        num_pages, page, cap = 0, 1, kc.shape[2]
+        ks = (kc.stride(0), kc.stride(2), kc.stride(1), kc.stride(3))
+        vs = (vc.stride(0), vc.stride(2), vc.stride(1), vc.stride(3))
+        bt, sbt = lens, 0
+    cfg = launch_config("kv_append", kc.device, dtypes=(kc.dtype,), head_dim=max(E, EV))
+    bh = min(_pow2(hkv, 1), cfg.pop("max_block_h"))
+    launch(_kv_append_kernel, (B * T_,), kn, vn, kc, vc, lens, bt, err, *kn.stride(), *vn.stride(), *ks, *vs, sbt,
+           T_, hkv, E, EV, cap, num_pages, PAGED=paged, PAGE=page, BLOCK_H=bh, BLOCK_D=_pow2(E, 1),
+           BLOCK_DV=_pow2(EV, 1), **cfg)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CPU implementation and oracles
+# ---------------------------------------------------------------------------------------------------------
+def gather_pages(pages: np.ndarray, block_table: np.ndarray, b: int, n: int) -> np.ndarray:
+    """Rows ``0..n-1`` of sequence ``b`` from a paged cache ``[num_blocks, block_size, Hkv, D]`` as
+    ``[Hkv, n, D]``."""
+    bs = pages.shape[1]
+    pos = np.arange(n)
+    rows = pages[block_table[b, pos // bs], pos % bs]  # [n, Hkv, D]
+    return np.swapaxes(rows, 0, 1)
+
+
+def _lens_host(lens, B: int, cap: int) -> np.ndarray:
+    if lens is None:
+        return np.full(B, cap, dtype=np.int64)
+    return np.clip(np.asarray(lens, dtype=np.int64).reshape(-1), 0, cap)
+
+
+def _decode_rows(q: np.ndarray, keys: np.ndarray, vals: np.ndarray, scale: float, dtype) -> np.ndarray:
+    """``q [Hq, E]`` over ``keys [Hkv, n, E]`` -> ``[Hq, Ev]`` in ``dtype`` (float32 or float64)."""
+    hq, hkv = q.shape[0], keys.shape[0]
+    g = hq // hkv
+    kk = np.repeat(keys, g, axis=0).astype(dtype)
+    vv = np.repeat(vals, g, axis=0).astype(dtype)
+    s = np.einsum("he,hne->hn", q.astype(dtype), kk) * dtype(scale)
+    p = _softmax_rows(s).astype(dtype)
+    return np.einsum("hn,hnd->hd", p, vv)
+
+
+def _decode_cpu(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor, *, scale: float, paged: bool,
+                block_table: Tensor | None = None, max_seqlen: int | None = None) -> None:
+    acc = T.float64 if q.dtype is T.float64 else T.float32
+    qa, ka, va = (cast_array(np.asarray(host_view(t)), t.dtype, acc) for t in (q, k, v))
+    B = q.shape[0]
+    cap = block_table.shape[1] * k.shape[1] if paged else k.shape[2]
+    n_b = _lens_host(None if lens is None else host_view(lens), B, cap)
+    bt = np.asarray(host_view(block_table)) if paged else None
+    res = np.zeros(tuple(out.shape), dtype=acc.numpy)
+    with np.errstate(all="ignore"):
+        for b in range(B):
+            n = int(n_b[b])
+            if paged:
+                keys, vals = gather_pages(ka, bt, b, n), gather_pages(va, bt, b, n)
+            else:
+                keys, vals = ka[b, :, :n], va[b, :, :n]
+            res[b] = _decode_rows(qa[b], keys, vals, scale, acc.numpy.type)
+    host_view(out)[...] = cast_array(res, acc, out.dtype)
+
+
+def decode_oracle(q, k_cache, v_cache, cache_seqlens=None, scale=None) -> np.ndarray:
+    """float64 decode attention on host arrays: ``q [B, Hq, E]``, contiguous caches ``[B, Hkv, cap, D]``,
+    lengths ``[B]`` (None: full)."""
+    qf, kf, vf = (cast_array(np.asarray(a), T.dtype_from(np.asarray(a).dtype), T.float64) for a in (q, k_cache, v_cache))
+    B, _, E = qf.shape
+    n_b = _lens_host(cache_seqlens, B, kf.shape[2])
+    sc = 1.0 / math.sqrt(E) if scale is None else scale
+    with np.errstate(all="ignore"):
+        return np.stack([_decode_rows(qf[b], kf[b, :, :n_b[b]], vf[b, :, :n_b[b]], sc, np.float64) for b in range(B)])
+
+
+def paged_decode_oracle(q, k_pages, v_pages, block_table, cache_seqlens, scale=None) -> np.ndarray:
+    """float64 decode attention over a paged cache (host arrays), by gathering each sequence's rows."""
+    qf, kf, vf = (cast_array(np.asarray(a), T.dtype_from(np.asarray(a).dtype), T.float64) for a in (q, k_pages, v_pages))
+    bt = np.asarray(block_table)
+    B, _, E = qf.shape
+    n_b = _lens_host(cache_seqlens, B, bt.shape[1] * kf.shape[1])
+    sc = 1.0 / math.sqrt(E) if scale is None else scale
+    with np.errstate(all="ignore"):
+        return np.stack([_decode_rows(qf[b], gather_pages(kf, bt, b, int(n_b[b])), gather_pages(vf, bt, b, int(n_b[b])),
+                                      sc, np.float64) for b in range(B)])
+
+
+def _append_cpu(kc: Tensor, vc: Tensor, lens: Tensor, kn: Tensor, vn: Tensor, *, paged: bool,
+                block_table: Tensor | None, err: Tensor) -> None:
+    kca, vca = host_view(kc), host_view(vc)
+    kna, vna = np.asarray(host_view(kn)), np.asarray(host_view(vn))
+    la = np.asarray(host_view(lens), dtype=np.int64)
+    bt = np.asarray(host_view(block_table)) if paged else None
+    B, _, T_, _ = kn.shape
+    bad = False
+    for b in range(B):
+        for t in range(T_):
+            p = int(la[b]) + t
+            if paged:
+                bs = kc.shape[1]
+                ok = 0 <= p < bt.shape[1] * bs
+                page = int(bt[b, p // bs]) if ok else -1
+                ok = ok and 0 <= page < kc.shape[0]
+                if ok:
+                    kca[page, p % bs] = kna[b, :, t]
+                    vca[page, p % bs] = vna[b, :, t]
+            else:
+                ok = 0 <= p < kc.shape[2]
+                if ok:
+                    kca[b, :, p] = kna[b, :, t]
+                    vca[b, :, p] = vna[b, :, t]
+            bad = bad or not ok
+    if bad:
+        host_view(err)[...] = 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Drivers
+# ---------------------------------------------------------------------------------------------------------
+def _check_same_device(fn: str, **tensors) -> None:
+    devs = {n: t.device for n, t in tensors.items() if isinstance(t, Tensor)}
+    first = next(iter(devs.values()))
+    for n, d in devs.items():
+        check(d == first, lambda: f"{fn}: Expected all tensors to be on the same device, but argument '{n}' is on {d} "
+              f"and the query on {first}")
+
+
+def _check_lens(fn: str, lens, B: int, name: str = "cache_seqlens") -> None:
+    check(isinstance(lens, Tensor), lambda: f"{fn}(): argument '{name}' must be Tensor, not {type(lens).__name__}",
+          TypeError)
+    check(lens.dtype in INDEX_DTYPES, lambda: f"{fn}: {name} must be int32 or int64, got {lens.dtype.name}")
+    check(tuple(lens.shape) == (B,), lambda: f"{fn}: {name} must have shape [{B}] (one length per sequence), got "
+          f"{list(lens.shape)}")
+
+
+def _query3(fn: str, query: Tensor) -> tuple[Tensor, bool]:
+    check(query.ndim in (3, 4) and (query.ndim == 3 or query.shape[2] == 1), lambda: f"{fn}: query must be "
+          f"[batch, heads, head_dim] or [batch, heads, 1, head_dim] (one token per sequence), got {list(query.shape)}")
+    return (query[:, :, 0] if query.ndim == 4 else query), query.ndim == 4
+
+
+def _check_heads(fn: str, hq: int, hkv: int, hv: int) -> None:
+    check(hkv == hv, lambda: f"{fn}: key and value caches must have the same number of heads, got {hkv} and {hv}")
+    check(hkv > 0 and hq % hkv == 0, lambda: f"{fn}: the number of kv heads ({hkv}) must divide the number of query "
+          f"heads ({hq})")
+
+
+def _validate(fn: str, lens: Tensor | None, cap: int, block_table: Tensor | None = None, num_pages: int = 0,
+              page: int = 1) -> None:
+    """Host checks of device lengths and pages (one device-to-host copy each)."""
+    if lens is None:
+        return
+    la = lens.cpu().numpy().astype(np.int64)
+    bad = np.nonzero((la < 0) | (la > cap))[0]
+    check(bad.size == 0, lambda: f"{fn}: cache_seqlens[{int(bad[0])}] = {int(la[bad[0]])} is outside [0, {cap}] "
+          "(the cache's capacity)", IndexError)
+    if block_table is not None:
+        bt = block_table.cpu().numpy().astype(np.int64)
+        for b, n in enumerate(la):
+            used = bt[b, :(-(-int(n) // page))]
+            wrong = np.nonzero((used < 0) | (used >= num_pages))[0]
+            check(wrong.size == 0, lambda: f"{fn}: block_table[{b}, {int(wrong[0])}] = {int(used[wrong[0]])} is not a "
+                  f"page id in [0, {num_pages})", IndexError)
+
+
+def _scale(scale, E: int) -> float:
+    return float(1.0 / math.sqrt(E) if scale is None else scale)
+
+
+def _decode_driver(rec, args, *, out=None, inplace=None):
+    fn = rec.name
+    paged = fn == "paged_decode_attention"
+    query = args["query"]
+    kc = args["key_pages" if paged else "key_cache"]
+    vc = args["value_pages" if paged else "value_cache"]
+    lens = args["cache_seqlens"]
+    bt = args.get("block_table")
+    _check_same_device(fn, query=query, key=kc, value=vc, cache_seqlens=lens, block_table=bt)
+    check(query.dtype in FLOATS and query.dtype == kc.dtype == vc.dtype, lambda: f"{fn}: query, key and value must "
+          f"share one floating dtype, got {query.dtype.name}, {kc.dtype.name}, {vc.dtype.name}")
+    q3, was4 = _query3(fn, query)
+    B, Hq, E = q3.shape
+    check(kc.ndim == 4 and vc.ndim == 4, lambda: f"{fn}: caches must be 4-d, got {list(kc.shape)} and {list(vc.shape)}")
+    if paged:
+        check(isinstance(bt, Tensor) and bt.dtype is T.int32 and bt.ndim == 2 and bt.shape[0] == B,
+              lambda: f"{fn}: block_table must be an int32 [batch={B}, max_blocks] tensor, got "
+              f"{getattr(bt, 'dtype', None)} {list(getattr(bt, 'shape', []))}")
+        check(kc.shape[:2] == vc.shape[:2], lambda: f"{fn}: key and value pages differ in [num_blocks, block_size]: "
+              f"{list(kc.shape)} vs {list(vc.shape)}")
+        page = kc.shape[1]
+        check(page > 0 and page & (page - 1) == 0, lambda: f"{fn}: block_size must be a power of two, got {page}")
+        hkv, hv = kc.shape[2], vc.shape[2]
+        cap = bt.shape[1] * page
+        _check_lens(fn, lens, B)
+    else:
+        check(kc.shape[0] == B and vc.shape[0] == B and kc.shape[2] == vc.shape[2], lambda: f"{fn}: caches must be "
+              f"[batch={B}, kv_heads, max_len, head_dim] with equal max_len, got {list(kc.shape)} and {list(vc.shape)}")
+        hkv, hv = kc.shape[1], vc.shape[1]
+        cap = kc.shape[2]
+        if lens is not None:
+            _check_lens(fn, lens, B)
+    check(kc.shape[3] == E, lambda: f"{fn}: key head_dim ({kc.shape[3]}) must equal the query's ({E})")
+    _check_heads(fn, Hq, hkv, hv)
+    if args.get("validate"):
+        _validate(fn, lens, cap, bt if paged else None, kc.shape[0] if paged else 0, kc.shape[1] if paged else 1)
+    EV = vc.shape[3]
+    res = new_empty((B, Hq, EV), query.dtype, query.device)
+    if res.numel():
+        registry.impl(fn, query.device.type)(q3, kc, vc, lens, res, scale=_scale(args["scale"], E), paged=paged,
+                                             block_table=bt if paged else None, max_seqlen=args.get("max_seqlen"))
+    return res.unsqueeze(2) if was4 else res
+
+
+def _append_driver(rec, args, *, out=None, inplace=None):
+    fn = rec.name
+    paged = fn == "paged_kv_append"
+    kc = args["key_pages" if paged else "key_cache"]
+    vc = args["value_pages" if paged else "value_cache"]
+    kn, vn, lens, bt = args["key"], args["value"], args["cache_seqlens"], args.get("block_table")
+    _check_same_device(fn, key_cache=kc, value_cache=vc, key=kn, value=vn, cache_seqlens=lens, block_table=bt)
+    check(kn.ndim == 4 and vn.ndim == 4 and kn.shape[:3] == vn.shape[:3], lambda: f"{fn}: key and value must be "
+          f"[batch, kv_heads, new_tokens, head_dim] alike, got {list(kn.shape)} and {list(vn.shape)}")
+    B, hkv, _, E = kn.shape
+    check(kc.dtype == vc.dtype == kn.dtype == vn.dtype, lambda: f"{fn}: caches and new rows must share one dtype, got "
+          f"{kc.dtype.name}, {vc.dtype.name}, {kn.dtype.name}, {vn.dtype.name}")
+    _check_lens(fn, lens, B)
+    if paged:
+        check(isinstance(bt, Tensor) and bt.dtype is T.int32 and bt.ndim == 2 and bt.shape[0] == B,
+              lambda: f"{fn}: block_table must be an int32 [batch={B}, max_blocks] tensor")
+        page = kc.shape[1]
+        check(page > 0 and page & (page - 1) == 0, lambda: f"{fn}: block_size must be a power of two, got {page}")
+        check(kc.shape[2] == hkv and vc.shape[2] == hkv and kc.shape[3] == E and vc.shape[3] == vn.shape[3],
+              lambda: f"{fn}: pages {list(kc.shape)} / {list(vc.shape)} do not match new rows {list(kn.shape)} / "
+              f"{list(vn.shape)} in heads or head_dim")
+    else:
+        check(kc.shape[0] == B and kc.shape[1] == hkv and kc.shape[3] == E and vc.shape[:3] == kc.shape[:3]
+              and vc.shape[3] == vn.shape[3], lambda: f"{fn}: caches {list(kc.shape)} / {list(vc.shape)} do not match "
+              f"new rows {list(kn.shape)} / {list(vn.shape)}")
+    for name, t in (("key cache", kc), ("value cache", vc)):
+        dispatch_check_writable(t, fn, name)
+    err = new_empty((1,), T.int32, kc.device).zero_()
+    if kn.numel() or vn.numel():
+        registry.impl(fn, kc.device.type)(kc, vc, lens, kn, vn, paged=paged, block_table=bt if paged else None,
+                                          err=err)
+    if args.get("check", True):
+        check(int(err.item()) == 0, lambda: f"{fn}: a new row's position (cache_seqlens[b] + t) lies outside the cache "
+              "(past its capacity, or in a block_table entry that is not a page id); those rows were not written",
+              IndexError)
+    return kc, vc
+
+
+def dispatch_check_writable(t: Tensor, fn: str, name: str) -> None:
+    check(not t.untyped_storage().readonly, lambda: f"{fn}: the {name} is read-only")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Costs and records
+# ---------------------------------------------------------------------------------------------------------
+def _decode_cost(query, key_cache, value_cache, cache_seqlens=None, scale=None, max_seqlen=None, validate=False):
+    """Bytes: every key and value row up to the capacity (``max_seqlen`` when given), read once (an upper
+    bound: the lengths live on the device), plus q, the lengths and the output; flops ``2 * B * Hq * n *
+    (E + Ev)``. Workspace (the split partials) is not counted: it is small and stays in L2."""
+    span = key_cache.shape[2] if max_seqlen is None else min(key_cache.shape[2], max_seqlen)
+    B, hkv, E, EV = key_cache.shape[0], key_cache.shape[1], key_cache.shape[3], value_cache.shape[3]
+    Hq = query.shape[1]
+    return Cost(flops=2 * B * Hq * span * (E + EV),
+                bytes_read=B * hkv * span * (E + EV) * key_cache.dtype.itemsize + query.numel() * query.dtype.itemsize,
+                bytes_written=B * Hq * EV * query.dtype.itemsize)
+
+
+def _paged_cost(query, key_pages, value_pages, block_table, cache_seqlens, scale=None, max_seqlen=None,
+                validate=False):
+    """As :func:`_decode_cost` over ``max_blocks * block_size`` positions per sequence, plus the block table."""
+    span = block_table.shape[1] * key_pages.shape[1]
+    if max_seqlen is not None:
+        span = min(span, max_seqlen)
+    B, Hq = query.shape[0], query.shape[1]
+    hkv, E, EV = key_pages.shape[2], key_pages.shape[3], value_pages.shape[3]
+    return Cost(flops=2 * B * Hq * span * (E + EV),
+                bytes_read=B * hkv * span * (E + EV) * key_pages.dtype.itemsize + query.numel() * query.dtype.itemsize
+                + block_table.numel() * 4,
+                bytes_written=B * Hq * EV * query.dtype.itemsize)
+
+
+def _append_cost(key, value, **_):
+    """Each new row read once and written once."""
+    n = key.numel() * key.dtype.itemsize + value.numel() * value.dtype.itemsize
+    return Cost(bytes_read=n, bytes_written=n)
+
+
+def _decode_oracle_rec(query, key_cache, value_cache, cache_seqlens=None, scale=None, **_):
+    q = np.asarray(query)
+    return decode_oracle(q[:, :, 0] if q.ndim == 4 else q, key_cache, value_cache, cache_seqlens, scale)
+
+
+def _paged_oracle_rec(query, key_pages, value_pages, block_table, cache_seqlens, scale=None, **_):
+    q = np.asarray(query)
+    return paged_decode_oracle(q[:, :, 0] if q.ndim == 4 else q, key_pages, value_pages, block_table, cache_seqlens,
+                               scale)
+
+
+def _cpu_decode(q, k, v, lens, out, **params):
+    _decode_cpu(q, k, v, lens, out, **params)
+
+
+def _triton_decode(q, k, v, lens, out, **params):
+    launch_decode(q, k, v, lens, out, **params)
+
+
+def _t(*shape, dtype=T.float32):
+    return lambda dev: new_empty(shape, dtype, dev).fill_(0)
+
+
+_DECODE_ERRORS = [
+    ("query rank", (_t(2, 4), _t(2, 2, 8, 4), _t(2, 2, 8, 4)), {}, RuntimeError, "one token per sequence"),
+    ("heads", (_t(2, 3, 4), _t(2, 2, 8, 4), _t(2, 2, 8, 4)), {}, RuntimeError, "must divide"),
+    ("lens dtype", (_t(2, 4, 4), _t(2, 2, 8, 4), _t(2, 2, 8, 4), _t(2)), {}, RuntimeError, "int32 or int64"),
+    ("lens shape", (_t(2, 4, 4), _t(2, 2, 8, 4), _t(2, 2, 8, 4), _t(3, dtype=T.int32)), {}, RuntimeError,
+     "one length per sequence"),
+    ("dtype", (_t(2, 4, 4), _t(2, 2, 8, 4, dtype=T.float16), _t(2, 2, 8, 4)), {}, RuntimeError, "one floating dtype"),
+    ("lens beyond capacity", (_t(2, 4, 4), _t(2, 2, 8, 4), _t(2, 2, 8, 4),
+                              lambda dev: from_host_array(np.array([3, 9], np.int32), T.int32, _device(dev))),
+     {"validate": True}, IndexError, "outside"),
+]
+
+_PAGED_ERRORS = [
+    ("block table dtype", (_t(2, 4, 4), _t(4, 16, 2, 4), _t(4, 16, 2, 4), _t(2, 2), _t(2, dtype=T.int32)), {},
+     RuntimeError, "block_table"),
+    ("block size", (_t(2, 4, 4), _t(4, 12, 2, 4), _t(4, 12, 2, 4), _t(2, 2, dtype=T.int32), _t(2, dtype=T.int32)), {},
+     RuntimeError, "power of two"),
+    ("bad page", (_t(2, 4, 4), _t(4, 16, 2, 4), _t(4, 16, 2, 4),
+                  lambda dev: from_host_array(np.array([[0, 1], [7, 3]], np.int32), T.int32, _device(dev)),
+                  lambda dev: from_host_array(np.array([20, 5], np.int32), T.int32, _device(dev))),
+     {"validate": True}, IndexError, "page id"),
+]
+
+for _name, _schema, _cost_fn, _oracle_fn, _errs in (
+        ("decode_attention", "decode_attention(Tensor query, Tensor key_cache, Tensor value_cache, "
+         "Tensor? cache_seqlens=None, *, float? scale=None, int? max_seqlen=None, bool validate=False)",
+         _decode_cost, _decode_oracle_rec, _DECODE_ERRORS),
+        ("paged_decode_attention", "paged_decode_attention(Tensor query, Tensor key_pages, Tensor value_pages, "
+         "Tensor block_table, Tensor cache_seqlens, *, float? scale=None, int? max_seqlen=None, bool validate=False)",
+         _paged_cost, _paged_oracle_rec, _PAGED_ERRORS)):
+    register(OpRecord(name=_name, family="decode_attention", cpu=_cpu_decode, triton=_triton_decode,
+                      oracle=_oracle_fn, cost=_cost_fn,
+                      extra=dict(schema=_schema, driver=_decode_driver, dtypes=FLOATS, namespaces=("functional",),
+                                 method=False, errors=_errs, doc=__doc__.split("\n\n")[0])))
+
+_APPEND_ERRORS = [
+    ("position beyond capacity", (_t(2, 2, 4, 4), _t(2, 2, 4, 4),
+                                  lambda dev: from_host_array(np.array([3, 0], np.int32), T.int32, _device(dev)),
+                                  _t(2, 2, 2, 4), _t(2, 2, 2, 4)), {}, IndexError, "outside the cache"),
+    ("dtype", (_t(2, 2, 4, 4), _t(2, 2, 4, 4), _t(2, dtype=T.int32), _t(2, 2, 1, 4, dtype=T.float16),
+               _t(2, 2, 1, 4)), {}, RuntimeError, "one dtype"),
+]
+
+_PAGED_APPEND_ERRORS = [
+    ("page id", (_t(4, 16, 2, 4), _t(4, 16, 2, 4),
+                 lambda dev: from_host_array(np.array([[0, 9], [1, 2]], np.int32), T.int32, _device(dev)),
+                 lambda dev: from_host_array(np.array([16, 0], np.int32), T.int32, _device(dev)),
+                 _t(2, 2, 1, 4), _t(2, 2, 1, 4)), {}, IndexError, "outside the cache"),
+]
+
+
+def _cpu_append(kc, vc, lens, kn, vn, **params):
+    _append_cpu(kc, vc, lens, kn, vn, **params)
+
+
+def _triton_append(kc, vc, lens, kn, vn, **params):
+    launch_append(kc, vc, lens, kn, vn, **params)
+
+
+_APPEND_NOTE = "an exact copy of rows into the cache: compared bit for bit with the new rows"
+register(OpRecord(
+    name="kv_cache_append", family="decode_attention", cpu=_cpu_append, triton=_triton_append, oracle_note=_APPEND_NOTE,
+    cost=_append_cost,
+    extra=dict(schema="kv_cache_append(Tensor key_cache, Tensor value_cache, Tensor cache_seqlens, Tensor key, "
+                      "Tensor value, *, bool check=True)", driver=_append_driver, namespaces=("functional",),
+               method=False, errors=_APPEND_ERRORS,
+               doc="Write ``key``/``value`` ``[B, Hkv, T, D]`` into a contiguous cache ``[B, Hkv, max_len, D]`` at "
+                   "positions ``cache_seqlens[b] + t`` (lengths are not advanced). Returns the caches. Raises "
+                   "IndexError (with ``check=True``) when a position is past the capacity.")))
+register(OpRecord(
+    name="paged_kv_append", family="decode_attention", cpu=_cpu_append, triton=_triton_append,
+    oracle_note=_APPEND_NOTE, cost=_append_cost,
+    extra=dict(schema="paged_kv_append(Tensor key_pages, Tensor value_pages, Tensor block_table, "
+                      "Tensor cache_seqlens, Tensor key, Tensor value, *, bool check=True)", driver=_append_driver,
+               namespaces=("functional",), method=False, errors=_PAGED_APPEND_ERRORS,
+               doc="Write ``key``/``value`` ``[B, Hkv, T, D]`` into pages ``[num_blocks, block_size, Hkv, D]`` at "
+                   "positions ``cache_seqlens[b] + t`` through ``block_table``. Returns the pages. Raises IndexError "
+                   "(with ``check=True``) for a position past the table or an entry that is not a page id.")))
+del _name, _schema, _cost_fn, _oracle_fn, _errs
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A small page allocator
+# ---------------------------------------------------------------------------------------------------------
+class PagedKVCache:
+    """Pages for the keys and values of several sequences and layers, with host-side bookkeeping.
+
+    Layout per layer: ``k[layer]``, ``v[layer]`` of shape ``[num_blocks, block_size, kv_heads, head_dim]``.
+    Sequences get pages from a free list as they grow; :meth:`begin_step` builds the step's block table and
+    lengths on the host (checked there, then copied to the device once per step), :meth:`append` writes the
+    step's new rows of one layer, :meth:`decode` attends one query token per sequence over one layer, and
+    :meth:`end_step` advances the lengths.
+
+    Example::
+
+        cache = PagedKVCache(num_blocks=64, block_size=16, kv_heads=2, head_dim=64, num_layers=1,
+                             dtype=nbx.float16, device="cuda")
+        s = cache.add_sequence()
+        cache.begin_step([s], new_tokens=1)
+        cache.append(0, k_new, v_new)          # [1, 2, 1, 64]
+        out = cache.decode(0, q)               # [1, Hq, 64]
+        cache.end_step()
+
+    Raises:
+        RuntimeError: out of pages; a sequence that would pass ``max_blocks_per_seq`` pages; unknown sequence ids.
+    """
+
+    def __init__(self, num_blocks: int, block_size: int, kv_heads: int, head_dim: int, *, num_layers: int = 1,
+                 max_blocks_per_seq: int | None = None, dtype=T.bfloat16, device="cpu", value_dim: int | None = None):
+        check(block_size > 0 and block_size & (block_size - 1) == 0, lambda: f"PagedKVCache: block_size must be a "
+              f"power of two, got {block_size}", ValueError)
+        check(num_blocks > 0 and num_layers > 0, "PagedKVCache: num_blocks and num_layers must be positive", ValueError)
+        self.device = _device(device)
+        self.dtype = T.dtype_from(dtype)
+        self.block_size, self.num_blocks = int(block_size), int(num_blocks)
+        self.max_blocks_per_seq = int(max_blocks_per_seq or num_blocks)
+        vd = head_dim if value_dim is None else value_dim
+        self.k = [new_empty((num_blocks, block_size, kv_heads, head_dim), self.dtype, self.device).zero_()
+                  for _ in range(num_layers)]
+        self.v = [new_empty((num_blocks, block_size, kv_heads, vd), self.dtype, self.device).zero_()
+                  for _ in range(num_layers)]
+        self._free = list(range(num_blocks - 1, -1, -1))
+        self._pages: dict[int, list[int]] = {}
+        self._len: dict[int, int] = {}
+        self._next_id = 0
+        self._step = None
+
+    def add_sequence(self) -> int:
+        """A new empty sequence; returns its id."""
+        sid = self._next_id
+        self._next_id += 1
+        self._pages[sid], self._len[sid] = [], 0
+        return sid
+
+    def free_sequence(self, sid: int) -> None:
+        """Return a sequence's pages to the free list."""
+        check(sid in self._pages, lambda: f"PagedKVCache: unknown sequence {sid}")
+        self._free.extend(reversed(self._pages.pop(sid)))
+        del self._len[sid]
+
+    def length(self, sid: int) -> int:
+        """Tokens stored for sequence ``sid``."""
+        return self._len[sid]
+
+    def pages(self, sid: int) -> list[int]:
+        """The page ids of sequence ``sid`` in order."""
+        return list(self._pages[sid])
+
+    def begin_step(self, seq_ids, new_tokens: int = 1) -> None:
+        """Reserve pages so each sequence of ``seq_ids`` (the batch, in order) can take ``new_tokens`` more rows,
+        and upload the step's block table ``[B, max_blocks_per_seq]`` and lengths (before and after)."""
+        ids = list(seq_ids)
+        for sid in ids:
+            check(sid in self._pages, lambda: f"PagedKVCache: unknown sequence {sid}")
+            need = -(-(self._len[sid] + new_tokens) // self.block_size)
+            check(need <= self.max_blocks_per_seq, lambda: f"PagedKVCache: sequence {sid} would need {need} pages, more "
+                  f"than max_blocks_per_seq={self.max_blocks_per_seq}")
+            while len(self._pages[sid]) < need:
+                check(self._free, lambda: f"PagedKVCache: out of pages ({self.num_blocks} in all)")
+                self._pages[sid].append(self._free.pop())
+        bt = np.zeros((len(ids), self.max_blocks_per_seq), dtype=np.int32)
+        for r, sid in enumerate(ids):
+            bt[r, :len(self._pages[sid])] = self._pages[sid]
+        before = np.array([self._len[s] for s in ids], dtype=np.int32)
+        self._step = dict(ids=ids, new=new_tokens,
+                          block_table=from_host_array(bt, T.int32, self.device),
+                          before=from_host_array(before, T.int32, self.device),
+                          after=from_host_array(before + new_tokens, T.int32, self.device))
+
+    def _cur(self) -> dict:
+        check(self._step is not None, "PagedKVCache: call begin_step() first")
+        return self._step
+
+    @property
+    def block_table(self) -> Tensor:
+        """The current step's block table (int32 ``[B, max_blocks_per_seq]``)."""
+        return self._cur()["block_table"]
+
+    @property
+    def seqlens(self) -> Tensor:
+        """The current step's lengths including its new tokens (int32 ``[B]``)."""
+        return self._cur()["after"]
+
+    def append(self, layer: int, key: Tensor, value: Tensor) -> None:
+        """Write the step's new rows ``[B, kv_heads, new_tokens, D]`` of ``layer`` (positions checked on the
+        host by :meth:`begin_step`)."""
+        st = self._cur()
+        check(key.shape[2] == st["new"], lambda: f"PagedKVCache.append: expected {st['new']} new tokens per sequence, "
+              f"got {key.shape[2]}")
+        from ..nn import functional as F
+        F.paged_kv_append(self.k[layer], self.v[layer], st["block_table"], st["before"], key, value, check=False)
+
+    def decode(self, layer: int, query: Tensor, *, scale: float | None = None) -> Tensor:
+        """Decode attention of ``query [B, Hq, D]`` over ``layer``'s pages, the step's new rows included."""
+        st = self._cur()
+        from ..nn import functional as F
+        return F.paged_decode_attention(query, self.k[layer], self.v[layer], st["block_table"], st["after"],
+                                        scale=scale)
+
+    def end_step(self) -> None:
+        """Advance the lengths of the step's sequences by its new tokens."""
+        st = self._cur()
+        for sid in st["ids"]:
+            self._len[sid] += st["new"]
+        self._step = None

@@ -1,0 +1,287 @@
+"""scaled_dot_product_attention against the float64 oracle: head dims {32, 64, 80, 96, 127, 128, 129, 192, 255, 256},
+sequence lengths BLOCK * k + 1 of the device's table, boolean and additive masks with fully masked rows, GQA ratios
+1/4/8, causal top-left and lower-right (PyTorch's bias objects), scale, layouts, errors as data, cost.
+
+Tolerance: the record's declared rule (:func:`nbxtensor.ops.attention.attention_tolerance`),
+``|out - ref| <= atol + rtol * (|ref| + P|V|)``. Runs on the ``device`` fixture; under
+``NBX_TRITON_INTERPRET=1`` the cpu device runs the Triton kernel; ``NBX_TEST_QUICK=1`` shrinks the matrix.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.dtypes import table as T
+from nbxtensor.dtypes.casting import cast_array
+from nbxtensor.nn.attention.bias import CausalBias, CausalVariant, causal_lower_right, causal_upper_left
+from nbxtensor.ops import registry
+from nbxtensor.ops.attention import attention_tolerance, causal_pairs, sdpa_oracle
+
+from attention_harness import GPU, QUICK, block_lengths, check_close, dev, draw, host
+
+F = nbx.nn.functional
+REC = registry.get("scaled_dot_product_attention")
+HEAD_DIMS = [32, 64, 80, 96, 127, 128, 129, 192, 255, 256]
+DTYPES = [T.float32, T.bfloat16, T.float16, T.float64]
+
+
+def _lens(device, dt, E=64):
+    return block_lengths("sdpa_fwd", device, dt, head_dim=max(16, 1 << (E - 1).bit_length()), q_len=64)
+
+
+def run(device, q, k, v, *, dt, mask=None, bias=None, is_causal=False, scale=None, gqa=False, what=""):
+    """SDPA on the device vs the oracle on the same (rounded) values; returns the device output (host)."""
+    mt = None if mask is None else dev(mask, device)
+    am = bias if bias is not None else mt
+    out = F.scaled_dot_product_attention(dev(q, device), dev(k, device), dev(v, device), attn_mask=am,
+                                         is_causal=is_causal, scale=scale, enable_gqa=gqa)
+    assert out.dtype == dt and out.device == nbx.device(device)
+    off = 0
+    causal = is_causal
+    if bias is not None:
+        causal, off = True, bias.offset
+    ref, mag = sdpa_oracle(q, k, v, mask, causal, scale, gqa, causal_offset=off, with_magnitude=True)
+    tol = attention_tolerance(dt, q.shape[-1])
+    check_close(out, ref, tol.rtol, tol.atol, mag, what=what)
+    return host(out)
+
+
+def _head_dim_cases():
+    if QUICK:  # one dtype per head dim, cycling, so every dim and every dtype runs once
+        cyc = [T.bfloat16, T.float32, T.float16]
+        return [(cyc[i % 3], e) for i, e in enumerate(HEAD_DIMS)] + [(T.float64, 80)]
+    return [(d, e) for d in DTYPES for e in HEAD_DIMS]
+
+
+@pytest.mark.parametrize("dt,E", _head_dim_cases(), ids=lambda x: getattr(x, "name", str(x)))
+def test_head_dims(dt, E, device):
+    """Every head dim (powers of two, 80/96/192 and the odd 127/129/255 padded inside the kernel), query and key
+    lengths BLOCK*k+1, causal and not."""
+    rng = np.random.default_rng(E)
+    lens = _lens(device, dt, E)
+    L, S = lens[0], lens[-1]
+    B, H = (1, 2)
+    q, k, v = draw(rng, (B, H, L, E), dt), draw(rng, (B, H, S, E), dt), draw(rng, (B, H, S, E), dt)
+    for causal in (False, True):
+        run(device, q, k, v, dt=dt, is_causal=causal, what=f"{dt.name} E={E} L={L} S={S} causal={causal}")
+    if not QUICK:  # the square causal case of a prefill
+        q2 = draw(rng, (B, H, S, E), dt)
+        run(device, q2, k, v, dt=dt, is_causal=True, what=f"{dt.name} E={E} square causal")
+
+
+def _mask_cases():
+    cases = [("bool", (None, None)), ("bool", (2, 1)), ("bool", (2, 3)), ("additive", (None, None)),
+             ("additive", (2, 1)), ("finfo_min", (1, 1)), ("bool_causal", (None, None)), ("additive_qdtype", (2, 3))]
+    return cases[::2] + [cases[-1]] if QUICK else cases
+
+
+@pytest.mark.parametrize("kind,lead", _mask_cases(), ids=lambda x: str(x))
+def test_masks(kind, lead, device):
+    """Boolean (True = take part) and additive masks, broadcast from [L, S], [B, 1, L, S], [B, H, L, S]; rows with
+    every key masked give 0 (bool or -inf), rows of equal finite values (finfo.min) stay a uniform average."""
+    dt = T.float32 if kind != "additive_qdtype" else T.bfloat16
+    rng = np.random.default_rng(len(kind) * 7 + (lead[0] or 0))
+    lens = _lens(device, dt)
+    B, H, L, S, E = 2, 3, lens[0], lens[-1], 64
+    q, k, v = draw(rng, (B, H, L, E), dt), draw(rng, (B, H, S, E), dt), draw(rng, (B, H, S, E), dt)
+    mshape = (L, S) if lead[0] is None else (lead[0], lead[1], L, S)
+    keep = rng.random(mshape) < 0.6
+    keep[..., 1, :] = False  # a fully masked row
+    keep[..., L - 1, :] = False
+    if kind.startswith("bool"):
+        mask = keep
+    elif kind == "finfo_min":
+        mask = np.where(keep, 0.0, np.finfo(np.float32).min).astype(np.float32)
+    else:  # additive: float32, or the query's dtype (PyTorch accepts both)
+        mask = cast_array(np.where(keep, rng.standard_normal(mshape), -np.inf), T.float64,
+                          T.float32 if kind == "additive" else dt)
+    out = run(device, q, k, v, dt=dt, mask=mask, is_causal=kind == "bool_causal", what=f"mask {kind} {mshape}")
+    assert not np.isnan(out).any()
+    if kind != "finfo_min":
+        assert np.all(out[:, :, 1] == 0) and np.all(out[:, :, L - 1] == 0), "fully masked rows must give exactly 0"
+    else:  # PyTorch: a row of equal finite scores is uniform, not masked
+        np.testing.assert_allclose(out[:, :, 1], np.broadcast_to(v.astype(np.float64).mean(axis=2), out[:, :, 1].shape),
+                                   rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("ratio", [1, 4, 8])
+def test_gqa(ratio, device):
+    """enable_gqa: query head h reads key/value head h // ratio; prefill (causal) and a single query row (the
+    decode path)."""
+    dt = T.bfloat16
+    rng = np.random.default_rng(ratio)
+    lens = _lens(device, dt)
+    Hq, E = 8, 64
+    L, S = lens[0], lens[-1]
+    q = draw(rng, (2, Hq, L, E), dt)
+    k, v = draw(rng, (2, Hq // ratio, S, E), dt), draw(rng, (2, Hq // ratio, S, E), dt)
+    run(device, q, k, v, dt=dt, gqa=True, is_causal=True, what=f"gqa {ratio} causal")
+    run(device, q[:, :, -1:], k, v, dt=dt, gqa=True, what=f"gqa {ratio} one query row")
+    if not QUICK:
+        run(device, q, k, v, dt=dt, gqa=True, what=f"gqa {ratio}")
+
+
+def test_gqa_unequal_kv_heads(device):
+    """PyTorch accepts different key and value head counts under enable_gqa (each divides the query heads)."""
+    rng = np.random.default_rng(3)
+    q, k, v = draw(rng, (1, 8, 5, 32), T.float32), draw(rng, (1, 4, 9, 32), T.float32), draw(rng, (1, 2, 9, 32),
+                                                                                              T.float32)
+    run(device, q, k, v, dt=T.float32, gqa=True, what="Hk=4 Hv=2")
+
+
+@pytest.mark.parametrize("variant,L,S", [("top_left", 13, 40), ("top_left", 40, 13), ("lower_right", 13, 40),
+                                         ("lower_right", 40, 13), ("lower_right", 21, 21), ("upper_left", 13, 40)])
+def test_causal_variants(variant, L, S, device):
+    """is_causal (top-left), causal_lower_right (a chunk of new tokens over a cache: j <= i + S - L; with L > S
+    the first L - S rows see no key and give 0) and causal_upper_left."""
+    dt = T.float32
+    rng = np.random.default_rng(L * S)
+    B, H, E = 1, 2, 64
+    q, k, v = draw(rng, (B, H, L, E), dt), draw(rng, (B, H, S, E), dt), draw(rng, (B, H, S, E), dt)
+    if variant == "top_left":
+        out = run(device, q, k, v, dt=dt, is_causal=True, what=f"is_causal {L}x{S}")
+    else:
+        bias = causal_lower_right(L, S) if variant == "lower_right" else causal_upper_left(L, S)
+        out = run(device, q, k, v, dt=dt, bias=bias, what=f"{variant} {L}x{S}")
+        if variant == "lower_right" and L > S:
+            assert np.all(out[:, :, :L - S] == 0)
+    assert not np.isnan(out).any()
+
+
+def test_lower_right_equals_materialized_mask(device):
+    """A CausalBias gives the same values as its materialised boolean mask."""
+    dt = T.float32
+    rng = np.random.default_rng(11)
+    q, k, v = draw(rng, (1, 2, 9, 32), dt), draw(rng, (1, 2, 30, 32), dt), draw(rng, (1, 2, 30, 32), dt)
+    b = causal_lower_right(9, 30)
+    a = F.scaled_dot_product_attention(dev(q, device), dev(k, device), dev(v, device), attn_mask=b)
+    m = F.scaled_dot_product_attention(dev(q, device), dev(k, device), dev(v, device),
+                                       attn_mask=dev(b.materialize(), device))
+    np.testing.assert_allclose(host(a), host(m), rtol=1e-5, atol=1e-6)
+    assert b.variant is CausalVariant.LOWER_RIGHT and isinstance(b, CausalBias)
+
+
+def test_scale(device):
+    """An explicit scale replaces 1/sqrt(E); scale 0 gives the plain average of the values."""
+    dt = T.float32
+    rng = np.random.default_rng(5)
+    q, k, v = draw(rng, (1, 2, 7, 48), dt), draw(rng, (1, 2, 19, 48), dt), draw(rng, (1, 2, 19, 48), dt)
+    run(device, q, k, v, dt=dt, scale=0.37, what="scale 0.37")
+    out = run(device, q, k, v, dt=dt, scale=0.0, what="scale 0")
+    np.testing.assert_allclose(out, np.broadcast_to(v.astype(np.float64).mean(axis=2, keepdims=True), out.shape),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_layouts(device):
+    """2-d and 3-d inputs, 5-d batch dims, a key/value batch broadcast against the query's, a value head dim that
+    differs from the query's, strided views (the [B, L, H, E] projection layout transposed), empty sequences."""
+    dt = T.float32
+    rng = np.random.default_rng(7)
+    q2, k2, v2 = draw(rng, (9, 32), dt), draw(rng, (17, 32), dt), draw(rng, (17, 32), dt)
+    out = run(device, q2, k2, v2, dt=dt, what="2-d")
+    assert out.shape == (9, 32)
+    run(device, draw(rng, (3, 9, 32), dt), draw(rng, (3, 17, 32), dt), draw(rng, (3, 17, 32), dt), dt=dt, what="3-d")
+    run(device, draw(rng, (2, 2, 2, 5, 32), dt), draw(rng, (2, 1, 2, 17, 32), dt), draw(rng, (1, 2, 2, 17, 32), dt),
+        dt=dt, what="5-d with broadcast batch dims")
+    run(device, draw(rng, (2, 2, 5, 32), dt), draw(rng, (2, 2, 17, 32), dt), draw(rng, (2, 2, 17, 40), dt), dt=dt,
+        is_causal=True, what="Ev != E")
+    # the projection layout: [B, L, H, E] viewed as [B, H, L, E]
+    qb, kb, vb = draw(rng, (2, 9, 3, 32), dt), draw(rng, (2, 17, 3, 32), dt), draw(rng, (2, 17, 3, 32), dt)
+    qt, kt, vt = (dev(a, device).transpose(1, 2) for a in (qb, kb, vb))
+    assert not qt.is_contiguous()
+    out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
+    ref, mag = sdpa_oracle(qb.transpose(0, 2, 1, 3), kb.transpose(0, 2, 1, 3), vb.transpose(0, 2, 1, 3), None, True,
+                           with_magnitude=True)
+    tol = attention_tolerance(dt, 32)
+    check_close(out, ref, tol.rtol, tol.atol, mag, what="transposed views")
+    # empty query and empty keys (every row fully masked -> zeros)
+    e = F.scaled_dot_product_attention(dev(q2[:0], device), dev(k2, device), dev(v2, device))
+    assert tuple(e.shape) == (0, 32)
+    z = F.scaled_dot_product_attention(dev(q2, device), dev(k2[:0], device), dev(v2[:0], device))
+    assert tuple(z.shape) == (9, 32) and np.all(host(z) == 0)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the interpreter's NumPy on inf - inf
+def test_special_values(device):
+    """NaN in a query row makes that row NaN and no other; +inf in an additive mask makes its row NaN (PyTorch);
+    -inf everywhere gives 0."""
+    dt = T.float32
+    rng = np.random.default_rng(9)
+    q, k, v = draw(rng, (1, 1, 5, 32), dt), draw(rng, (1, 1, 7, 32), dt), draw(rng, (1, 1, 7, 32), dt)
+    qn = q.copy()
+    qn[0, 0, 2, 3] = np.nan
+    out = host(F.scaled_dot_product_attention(dev(qn, device), dev(k, device), dev(v, device)))
+    assert np.isnan(out[0, 0, 2]).all() and not np.isnan(np.delete(out[0, 0], 2, axis=0)).any()
+    m = np.zeros((5, 7), np.float32)
+    m[1, 4] = np.inf
+    m[3, :] = -np.inf
+    out = host(F.scaled_dot_product_attention(dev(q, device), dev(k, device), dev(v, device), attn_mask=dev(m, device)))
+    assert np.isnan(out[0, 0, 1]).all() and np.all(out[0, 0, 3] == 0)
+    assert not np.isnan(out[0, 0, [0, 2, 4]]).any()
+
+
+def test_deterministic(device):
+    """Two runs on the same inputs are byte-identical (no atomics, fixed order)."""
+    rng = np.random.default_rng(13)
+    dt = T.bfloat16
+    lens = _lens(device, dt)
+    q, k, v = (dev(draw(rng, (1, 4, lens[-1], 64), dt), device) for _ in range(3))
+    a = F.scaled_dot_product_attention(q, k, v, is_causal=True).cpu().numpy()
+    b = F.scaled_dot_product_attention(q, k, v, is_causal=True).cpu().numpy()
+    assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("case", REC.extra["errors"], ids=lambda c: c[0])
+def test_errors(case, device):
+    """Error inputs declared in the record: the exception type and message."""
+    label, builders, kwargs, exc, msg = case
+    d = nbx.device(device)
+    args = [b(d) if callable(b) else b for b in builders]
+    kw = {k: (v(d) if callable(v) else v) for k, v in kwargs.items()}
+    with pytest.raises(exc, match=msg):
+        F.scaled_dot_product_attention(*args, **kw)
+
+
+def test_errors_cross_device():
+    if not GPU:
+        pytest.skip("needs a second device type")
+    q = nbx.zeros(1, 2, 3, 8)
+    with pytest.raises(RuntimeError, match="same device"):
+        F.scaled_dot_product_attention(q, q.cuda(), q)
+
+
+def test_cost():
+    """The declared cost: 4*B*H*L*S*D flops (visible pairs under a causal mask), bytes of q, k, v, mask, out."""
+    q, k = nbx.empty(2, 8, 100, 64, dtype=nbx.bfloat16), nbx.empty(2, 2, 300, 64, dtype=nbx.bfloat16)
+    c = REC.cost(q, k, k, enable_gqa=True)
+    assert c.flops == 4 * 2 * 8 * 100 * 300 * 64
+    assert c.bytes_read == (q.numel() + 2 * k.numel()) * 2 and c.bytes_written == q.numel() * 2
+    c = REC.cost(q, k, k, attn_mask=causal_lower_right(100, 300), enable_gqa=True)
+    assert c.flops == 2 * 2 * 8 * causal_pairs(100, 300, 200) * 128
+    assert causal_pairs(4, 4, 0) == 10 and causal_pairs(5, 3, -2) == 0 + 0 + 1 + 2 + 3
+    assert causal_pairs(3, 5, 2) == 3 + 4 + 5
+    qq = nbx.empty(1, 4, 4096, 128, dtype=nbx.bfloat16)
+    assert REC.cost(qq, qq, qq, is_causal=True).flops == 2 * 4 * (4096 * 4097 // 2) * 256
+    m = nbx.empty(100, 300, dtype=nbx.bool)
+    assert REC.cost(q, k, k, attn_mask=m, enable_gqa=True).bytes_read == (q.numel() + 2 * k.numel()) * 2 + m.numel()
+
+
+def test_dropout_refused(device):
+    q = dev(np.zeros((1, 1, 2, 8), np.float32), device)
+    with pytest.raises(NotImplementedError, match=re.escape("dropout_p=0.5")):
+        F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+
+
+def test_oracle_is_definition():
+    """The oracle itself against a hand computation (softmax of scaled scores times values)."""
+    q = np.array([[1.0, 0.0]])
+    k = np.array([[1.0, 0.0], [0.0, 1.0]])
+    v = np.array([[2.0, 0.0], [0.0, 4.0]])
+    w = np.exp(np.array([1.0, 0.0]) / math.sqrt(2))
+    w /= w.sum()
+    np.testing.assert_allclose(sdpa_oracle(q, k, v), (w[:, None] * v).sum(0)[None], rtol=1e-15)
