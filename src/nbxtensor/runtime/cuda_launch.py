@@ -272,24 +272,27 @@ def launch(kernel, grid, dev, args, meta):
     i = dev.index
     key = [id(kernel), i]
     call = []
+    kadd = key.append
+    cadd = call.append
+    T = _Tensor
     for a in args:
         t = a.__class__
-        if t is _Tensor:
+        if t is T:
             st = a._storage
             dt = a._dtype
             p = st.ptr + a._offset * dt.itemsize
             h = st.handle
             if st.device.index != i or (h is not None and h.state == 3):
                 validate(signature_of(kernel), i, args, meta)   # raises, naming the argument
-            call.append(p)
-            key.append(id(dt) + (not p & 15))      # ids are multiples of 8: one int holds dtype and alignment
+            cadd(p)
+            kadd(id(dt) + (not p & 15))      # ids are multiples of 8: one int holds dtype and alignment
         elif t is int:
-            call.append(a)
-            key.append(1 if a == 1 else (2 if -0x80000000 <= a <= 0x7FFFFFFF else
-                                         4 if -0x8000000000000000 <= a <= 0x7FFFFFFFFFFFFFFF else 6) + (not a & 15))
+            cadd(a)
+            kadd(1 if a == 1 else (2 if -0x80000000 <= a <= 0x7FFFFFFF else
+                                   4 if -0x8000000000000000 <= a <= 0x7FFFFFFFFFFFFFFF else 6) + (not a & 15))
         elif t is float:
-            call.append(a)
-            key.append(-1)
+            cadd(a)
+            kadd(-1)
         elif hasattr(a, "_storage") and hasattr(a, "_dtype"):     # a tensor (first sight of the class)
             _Tensor = t
             return launch(kernel, grid, dev, args, meta)
