@@ -168,12 +168,19 @@ def test_fill(dt, device):
 
 
 def test_overlapping_copy(device):
+    """copy_ refuses a source partly overlapping the destination (as PyTorch); the Triton kernel itself, called
+    with such a pair (layouts the check cannot decide), stages the source through a temporary."""
     x = nbx.arange(10, device=device).to(nbx.float32)
-    x[1:].copy_(x[:-1])
-    assert x.tolist() == [0.0] + list(range(9))
-    y = nbx.arange(10, device=device)
-    y[:-1].copy_(y[1:])
-    assert y.tolist() == list(range(1, 10)) + [9]
+    with pytest.raises(RuntimeError, match="single memory location"):
+        x[1:].copy_(x[:-1])
+    if H.INTERPRET or device != "cpu":
+        y = nbx.arange(10, device=device)
+        from nbxtensor.ops import registry
+        registry.get("copy_").triton(y[:-1], y[1:])
+        assert y.tolist() == list(range(1, 10)) + [9]
+        z = nbx.arange(10, device=device)
+        registry.get("copy_").triton(z[1:], z[:-1])
+        assert z.tolist() == [0] + list(range(9))
 
 
 def test_copy_zero_size_and_scalar(device):
