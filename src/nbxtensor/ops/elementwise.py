@@ -133,9 +133,9 @@ _unary("sign", _sign_b, _np_sign, _or_sign, dtypes=STD)
 _unary("sgn", _sign_b, _np_sign, _or_sign, dtypes=STD)
 
 
-def _float_unary(name, body, cpu, oracle, domain="any", flops=4, tol=None, aliases=()):
+def _float_unary(name, body, cpu, oracle, domain="any", flops=4, tol=None, aliases=(), **kw):
     _unary(name, body, cpu, oracle, promotion="int_to_float", dtypes=NO_FP8, domain=domain, flops=flops, tol=tol,
-           aliases=aliases)
+           aliases=aliases, **kw)
 
 
 @jit
@@ -357,7 +357,7 @@ _float_unary("acos", _acos_b, np.arccos, _or_f(lambda x: np.arctan2(np.sqrt(1 - 
 _float_unary("atan", _atan_b, np.arctan, _or_f(lambda x: np.arctan2(x, 1.0)), aliases=("arctan",))
 _float_unary("sinh", _sinh_b, np.sinh, _or_f(lambda x: (np.exp(x) - np.exp(-x)) / 2), domain="small")
 _float_unary("cosh", _cosh_b, np.cosh, _or_f(lambda x: (np.exp(x) + np.exp(-x)) / 2), domain="small")
-_float_unary("tanh", _tanh_b, np.tanh, _or_f(np.tanh))
+_float_unary("tanh", _tanh_b, np.tanh, _or_f(np.tanh), namespaces=("torch", "functional"))
 _float_unary("asinh", _asinh_b, np.arcsinh, _or_f(lambda x: np.sign(x) * np.log(np.abs(x) + np.sqrt(x * x + 1))),
              aliases=("arcsinh",))
 _float_unary("acosh", _acosh_b, np.arccosh, _or_f(lambda x: np.where(x < 1, np.nan, np.log(x + np.sqrt(x * x - 1)))),
