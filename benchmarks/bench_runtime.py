@@ -244,11 +244,13 @@ def main(argv=None) -> int:
     props = nbx.cuda.get_device_properties(0)
     v = nbx.cuda.driver_version()
     driver = f"{v // 1000}.{(v % 1000) // 10}"
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=HERE, timeout=10).stdout.strip() or "unknown"
-    except Exception:
-        commit = "unknown"
+    commit = os.environ.get("NBX_COMMIT", "")
+    if not commit:   # GPU machines may get the tree without .git: NBX_COMMIT names the commit then
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    cwd=HERE, timeout=10).stdout.strip() or "unknown"
+        except Exception:
+            commit = "unknown"
     peaks = load_peaks(props.name, props.arch, None, os.path.join(HERE, "peaks.json"))
     peak_gbps = peaks.get("memory_bandwidth_GBps")
     rows: list = []
@@ -264,7 +266,8 @@ def main(argv=None) -> int:
             traceback.print_exc()
             failed.append(f"{name}: {type(e).__name__}: {e}")
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    command = "PYTHONPATH=src python benchmarks/bench_runtime.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    given = argv if argv is not None else sys.argv[1:]
+    command = "PYTHONPATH=src python benchmarks/bench_runtime.py " + " ".join(given)
     path = os.path.join(args.out, "runtime.csv")
     new = not os.path.exists(path)
     lines = [f"# Runtime benchmarks on {props.name} (driver {driver}, {props.arch}), commit {commit}, {date}", "",

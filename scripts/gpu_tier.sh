@@ -8,7 +8,8 @@
 # Exits non-zero when there is no CUDA device, a test fails, or a benchmark fails to run.
 #
 # Usage: bash scripts/gpu_tier.sh OUT_DIR [pytest paths or options...]   (default: tests, parity suite excluded)
-# Environment: PYTHON (default python3); NBX_GPU_TIER_QUICK=1 runs the benchmarks with --quick.
+# Environment: PYTHON (default python3); NBX_GPU_TIER_QUICK=1 runs the benchmarks with --quick; NBX_COMMIT names the
+# commit in the reports when the tree has no .git.
 set -uo pipefail
 if [ $# -lt 1 ]; then
   echo "usage: bash scripts/gpu_tier.sh OUT_DIR [pytest paths or options...]" >&2
@@ -46,10 +47,13 @@ RC_BENCH=${PIPESTATUS[0]}
 import os, subprocess, sys, xml.etree.ElementTree as ET
 out, rc_tests, rc_bench = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 lines = ["# GPU tier", ""]
-try:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-except Exception:
-    commit = "unknown"
+commit = os.environ.get("NBX_COMMIT", "")
+if not commit:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip() or "unknown"
+    except Exception:
+        commit = "unknown"
 info = open(os.path.join(out, "info.txt")).read().strip() if os.path.exists(os.path.join(out, "info.txt")) else ""
 lines += [f"Commit {commit}. Command: `bash scripts/gpu_tier.sh {out}`", "", "```", info, "```", ""]
 counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}

@@ -85,5 +85,6 @@ def test_the_installed_driver_reports_ours():
     with nbx.cuda.stream(s):
         assert drv.get_current_stream(0) == s.cuda_stream
     assert drv.get_current_stream(0) == 0
-    assert drv.get_current_target().arch == 10 * nbx.cuda.get_device_capability(0)[0] + nbx.cuda.get_device_capability(0)[1]
+    major, minor = nbx.cuda.get_device_capability(0)
+    assert drv.get_current_target().arch == 10 * major + minor
     assert drv.get_device_interface() is nbx.cuda

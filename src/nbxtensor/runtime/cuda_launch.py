@@ -27,7 +27,7 @@ from .._errors import check
 from ..device.cuda import context as C
 from ..device.cuda import stream as S
 from ..device.cuda.backend import CudaStorage, find_allocation
-from .triton_compat import INTERPRET, require_triton
+from .triton_compat import INTERPRET
 
 __all__ = ["launch", "KernelSignature", "signature_of", "validate", "cache_info", "clear_cache", "arg_spec"]
 
