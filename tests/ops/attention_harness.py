@@ -28,7 +28,7 @@ def draw(rng, shape, dt, scale: float = 1.0) -> np.ndarray:
 
 def dev(a: np.ndarray, device: str):
     """A tensor on ``device`` holding host array ``a``."""
-    t = nbx.from_numpy(np.ascontiguousarray(a))
+    t = nbx.from_numpy(np.array(a, order="C", copy=True))  # a copy: in-place ops never touch the test's array
     return t.to(device) if device != "cpu" else t
 
 

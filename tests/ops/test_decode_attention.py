@@ -1,0 +1,335 @@
+"""Decode attention (one query token per sequence) over contiguous and paged KV caches, the append kernels and
+PagedKVCache: against the float64 oracle, against prefill attention's last row, paged against contiguous, and
+determinism (two runs byte-identical: the split-KV combine has a fixed order, no atomics).
+
+Runs on the ``device`` fixture; ``NBX_TRITON_INTERPRET=1`` runs the Triton kernels on the cpu device (the
+interpreter's table cuts the keys into several splits even for short caches, so the combine kernel runs);
+``NBX_TEST_QUICK=1`` shrinks the matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.dtypes import table as T
+from nbxtensor.nn.attention import PagedKVCache
+from nbxtensor.ops import registry
+from nbxtensor.ops.attention import attention_tolerance, sdpa_oracle
+from nbxtensor.ops.decode_attention import decode_oracle, paged_decode_oracle, split_plan
+from nbxtensor.runtime.configs import launch_config
+
+from attention_harness import QUICK, check_close, dev, draw, host
+
+F = nbx.nn.functional
+DTYPES = [T.bfloat16, T.float32] if QUICK else [T.bfloat16, T.float16, T.float32, T.float64]
+
+
+def _cfg(device, dt, E=64, ctx=64):
+    return launch_config("decode_attention", nbx.device(device), dtypes=(dt,), head_dim=max(16, E), ctx=ctx)
+
+
+def _lengths(device, dt, cap):
+    bn = _cfg(device, dt)["BLOCK_N"]
+    return [0, 1, bn + 1, cap]
+
+
+def _mag(q, k, v, lens, scale=None):
+    """P|V| per output element (the tolerance rule's magnitude), from the oracle with |v|."""
+    return decode_oracle(q, k, np.abs(v.astype(np.float64)), lens, scale)
+
+
+def _check(out, ref, mag, dt, E, what):
+    tol = attention_tolerance(dt, E)
+    check_close(out, ref, tol.rtol, tol.atol, mag, what=what)
+
+
+def _paged_from(k: np.ndarray, v: np.ndarray, page: int, rng, extra_pages: int = 3):
+    """Scatter contiguous caches ``[B, Hkv, cap, D]`` into pages in a random order; returns pages and table."""
+    B, hkv, cap, E = k.shape
+    nblk = -(-cap // page)
+    total = B * nblk + extra_pages
+    order = rng.permutation(total)[:B * nblk].reshape(B, nblk).astype(np.int32)
+    kp = np.zeros((total, page, hkv, E), k.dtype)
+    vp = np.zeros((total, page, hkv, v.shape[-1]), v.dtype)
+    for b in range(B):
+        for p in range(cap):
+            kp[order[b, p // page], p % page] = k[b, :, p]
+            vp[order[b, p // page], p % page] = v[b, :, p]
+    return kp, vp, order
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("ratio", [1, 4, 8])
+def test_decode_vs_oracle(dt, ratio, device):
+    """GQA ratios 1/4/8 (8 query heads), per-sequence lengths 0 (gives 0), 1, BLOCK_N + 1 and the capacity."""
+    rng = np.random.default_rng(ratio * 10 + dt.itemsize)
+    Hq, E = 8, 64
+    bn = _cfg(device, dt)["BLOCK_N"]
+    cap = 3 * bn + 5
+    lens = np.array(_lengths(device, dt, cap), np.int32)
+    B = len(lens)
+    q = draw(rng, (B, Hq, E), dt)
+    k, v = draw(rng, (B, Hq // ratio, cap, E), dt), draw(rng, (B, Hq // ratio, cap, E), dt)
+    out = F.decode_attention(dev(q, device), dev(k, device), dev(v, device), dev(lens, device))
+    assert tuple(out.shape) == (B, Hq, E) and out.dtype == dt
+    _check(out, decode_oracle(q, k, v, lens), _mag(q, k, v, lens), dt, E, f"decode {dt.name} ratio {ratio}")
+    assert np.all(host(out)[0] == 0), "an empty sequence gives 0"
+
+
+@pytest.mark.parametrize("E", [64, 80, 129] if QUICK else [32, 64, 80, 96, 127, 128, 129, 192, 256])
+def test_decode_head_dims(E, device):
+    rng = np.random.default_rng(E)
+    dt = T.bfloat16
+    cap = 40
+    lens = np.array([40, 23], np.int32)
+    q, k, v = draw(rng, (2, 4, E), dt), draw(rng, (2, 2, cap, E), dt), draw(rng, (2, 2, cap, E), dt)
+    out = F.decode_attention(dev(q, device), dev(k, device), dev(v, device), dev(lens, device))
+    _check(out, decode_oracle(q, k, v, lens), _mag(q, k, v, lens), dt, E, f"decode E={E}")
+
+
+@pytest.mark.parametrize("ratio", [1, 8])
+def test_decode_equals_prefill_last_row(ratio, device):
+    """Decoding the last token over the cache of a prefill equals the prefill's last row (causal)."""
+    dt = T.bfloat16
+    rng = np.random.default_rng(21 + ratio)
+    Hq, E, B = 8, 64, 2
+    L = 2 * _cfg(device, dt)["BLOCK_N"] + 1
+    q = draw(rng, (B, Hq, L, E), dt)
+    k, v = draw(rng, (B, Hq // ratio, L, E), dt), draw(rng, (B, Hq // ratio, L, E), dt)
+    pre = host(F.scaled_dot_product_attention(dev(q, device), dev(k, device), dev(v, device), is_causal=True,
+                                              enable_gqa=ratio > 1))[:, :, -1]
+    lens = np.full(B, L, np.int32)
+    dec = F.decode_attention(dev(np.ascontiguousarray(q[:, :, -1]), device), dev(k, device), dev(v, device),
+                             dev(lens, device))
+    ref = sdpa_oracle(q, k, v, None, True, None, ratio > 1)[:, :, -1]
+    mag = _mag(q[:, :, -1], k, v, lens)
+    _check(dec, ref, mag, dt, E, "decode vs oracle")
+    tol = attention_tolerance(dt, E)
+    check_close(dec, pre, 2 * tol.rtol, 2 * tol.atol, mag, what="decode vs prefill's last row")
+
+
+@pytest.mark.parametrize("page", [16, 32])
+def test_paged_equals_contiguous(page, device):
+    """The paged cache (pages in a random order) gives the contiguous cache's result, and the oracle's."""
+    dt = T.float32
+    rng = np.random.default_rng(page)
+    B, Hq, hkv, E = 3, 8, 2, 64
+    cap = 2 * page + 7
+    k, v = draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, E), dt)
+    q = draw(rng, (B, Hq, E), dt)
+    lens = np.array([cap, page, 5], np.int32)
+    kp, vp, bt = _paged_from(k, v, page, rng)
+    cont = F.decode_attention(dev(q, device), dev(k, device), dev(v, device), dev(lens, device))
+    paged = F.paged_decode_attention(dev(q, device), dev(kp, device), dev(vp, device), dev(bt, device),
+                                     dev(lens, device))
+    ref = paged_decode_oracle(q, kp, vp, bt, lens)
+    np.testing.assert_allclose(ref, decode_oracle(q, k, v, lens), rtol=1e-12, atol=1e-12)
+    _check(paged, ref, _mag(q, k, v, lens), dt, E, f"paged {page}")
+    np.testing.assert_allclose(host(paged), host(cont), rtol=2e-6, atol=2e-6)
+
+
+def test_deterministic(device):
+    """Two runs of the split-KV kernels are byte-identical (contiguous and paged), with several splits."""
+    dt = T.bfloat16
+    rng = np.random.default_rng(3)
+    cfg = _cfg(device, dt)
+    B, Hq, hkv, E = 2, 8, 2, 64
+    cap = 4 * cfg["min_chunk"] + 3
+    splits, _ = split_plan(B * hkv, cap, cfg)
+    assert splits > 1, "the test must exercise the combine kernel"
+    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, E), dt)
+    lens = np.array([cap, cap // 2], np.int32)
+    args = [dev(a, device) for a in (q, k, v, lens)]
+    a = F.decode_attention(*args).cpu().numpy()
+    b = F.decode_attention(*args).cpu().numpy()
+    assert a.tobytes() == b.tobytes()
+    kp, vp, bt = _paged_from(k, v, 16, rng)
+    pargs = [dev(x, device) for x in (q, kp, vp, bt, lens)]
+    c = F.paged_decode_attention(*pargs).cpu().numpy()
+    d = F.paged_decode_attention(*pargs).cpu().numpy()
+    assert c.tobytes() == d.tobytes()
+
+
+def test_split_plan():
+    cfg = {"BLOCK_N": 64, "target_programs": 1056, "max_splits": 128, "min_chunk": 256}
+    s, c = split_plan(4 * 8, 32768, cfg)
+    assert c % 64 == 0 and s * c >= 32768 and (s - 1) * c < 32768 and s * 32 >= 1000
+    assert split_plan(32 * 8, 4096, cfg)[0] <= 16
+    assert split_plan(8, 100, cfg) == (1, 128)
+    assert split_plan(8, 0, cfg) == (1, 64)
+
+
+def test_full_cache_without_lengths_and_4d_query(device):
+    """No cache_seqlens: every sequence fills the cache; a [B, Hq, 1, E] query gives [B, Hq, 1, Ev]."""
+    dt = T.float32
+    rng = np.random.default_rng(8)
+    q, k, v = draw(rng, (2, 4, 1, 32), dt), draw(rng, (2, 4, 19, 32), dt), draw(rng, (2, 4, 19, 48), dt)
+    out = F.decode_attention(dev(q, device), dev(k, device), dev(v, device), scale=0.3)
+    assert tuple(out.shape) == (2, 4, 1, 48)
+    _check(out[:, :, 0], decode_oracle(q[:, :, 0], k, v, None, 0.3), decode_oracle(q[:, :, 0], k, np.abs(v), None, 0.3),
+           dt, 32, "full cache, scale, Ev != E")
+    hint = F.decode_attention(dev(q, device), dev(k, device), dev(v, device), dev(np.array([5, 7], np.int32), device),
+                              max_seqlen=7)
+    _check(hint[:, :, 0], decode_oracle(q[:, :, 0], k, v, np.array([5, 7])),
+           decode_oracle(q[:, :, 0], k, np.abs(v), np.array([5, 7])), dt, 32, "max_seqlen hint")
+
+
+def test_sdpa_single_row_routes_to_decode(device):
+    """SDPA with one query row and no mask (the decode path) matches the oracle, causal lower-right included."""
+    from nbxtensor.nn.attention.bias import causal_lower_right
+    dt = T.bfloat16
+    rng = np.random.default_rng(4)
+    q, k, v = draw(rng, (2, 8, 1, 64), dt), draw(rng, (2, 2, 37, 64), dt), draw(rng, (2, 2, 37, 64), dt)
+    for mask in (None, causal_lower_right(1, 37)):
+        out = F.scaled_dot_product_attention(dev(q, device), dev(k, device), dev(v, device), attn_mask=mask,
+                                             enable_gqa=True)
+        ref, mag = sdpa_oracle(q, k, v, None, False, None, True, with_magnitude=True)
+        _check(out, ref, mag, dt, 64, f"sdpa one row {mask}")
+
+
+def test_float64(device):
+    rng = np.random.default_rng(64)
+    q, k, v = draw(rng, (2, 4, 16), T.float64), draw(rng, (2, 1, 33, 16), T.float64), draw(rng, (2, 1, 33, 16),
+                                                                                           T.float64)
+    lens = np.array([33, 12], np.int64)
+    out = F.decode_attention(dev(q, device), dev(k, device), dev(v, device), dev(lens, device))
+    _check(out, decode_oracle(q, k, v, lens), _mag(q, k, v, lens), T.float64, 16, "float64")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Append kernels and the page allocator
+# ---------------------------------------------------------------------------------------------------------
+def test_kv_cache_append(device):
+    """New rows land at cache_seqlens[b] + t, bit for bit; nothing else changes."""
+    dt = T.bfloat16
+    rng = np.random.default_rng(30)
+    B, hkv, cap, E = 3, 2, 20, 64
+    kc, vc = draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, 32), dt)
+    kn, vn = draw(rng, (B, hkv, 3, E), dt), draw(rng, (B, hkv, 3, 32), dt)
+    lens = np.array([0, 9, 17], np.int32)
+    tk, tv = dev(kc, device), dev(vc, device)
+    F.kv_cache_append(tk, tv, dev(lens, device), dev(kn, device), dev(vn, device))
+    ek, ev = kc.copy(), vc.copy()
+    for b in range(B):
+        ek[b, :, lens[b]:lens[b] + 3] = kn[b]
+        ev[b, :, lens[b]:lens[b] + 3] = vn[b]
+    assert tk.cpu().numpy().tobytes() == ek.tobytes() and tv.cpu().numpy().tobytes() == ev.tobytes()
+
+
+@pytest.mark.parametrize("page", [16, 32])
+def test_paged_kv_append(page, device):
+    dt = T.float16
+    rng = np.random.default_rng(page + 1)
+    B, hkv, E, nblk = 2, 2, 64, 3
+    total = B * nblk + 2
+    bt = rng.permutation(total)[:B * nblk].reshape(B, nblk).astype(np.int32)
+    kp, vp = draw(rng, (total, page, hkv, E), dt), draw(rng, (total, page, hkv, E), dt)
+    kn, vn = draw(rng, (B, hkv, 4, E), dt), draw(rng, (B, hkv, 4, E), dt)
+    lens = np.array([page - 2, 0], np.int32)  # the first sequence crosses a page boundary
+    tk, tv = dev(kp, device), dev(vp, device)
+    F.paged_kv_append(tk, tv, dev(bt, device), dev(lens, device), dev(kn, device), dev(vn, device))
+    ek, ev = kp.copy(), vp.copy()
+    for b in range(B):
+        for t in range(4):
+            p = lens[b] + t
+            ek[bt[b, p // page], p % page] = kn[b, :, t]
+            ev[bt[b, p // page], p % page] = vn[b, :, t]
+    assert tk.cpu().numpy().tobytes() == ek.tobytes() and tv.cpu().numpy().tobytes() == ev.tobytes()
+
+
+def test_append_out_of_range(device):
+    """A row past the capacity raises IndexError (check=True) and is not written; check=False skips it silently
+    (the PagedKVCache checks on the host instead)."""
+    dt = T.float32
+    kc = np.zeros((2, 1, 4, 16), np.float32)
+    lens = np.array([3, 0], np.int32)
+    kn = np.ones((2, 1, 2, 16), np.float32)
+    tk, tv = dev(kc, device), dev(kc.copy(), device)
+    with pytest.raises(IndexError, match="outside the cache"):
+        F.kv_cache_append(tk, tv, dev(lens, device), dev(kn, device), dev(kn.copy(), device))
+    got = tk.cpu().numpy()
+    assert np.all(got[0, 0, 3] == 1) and np.all(got[1, 0, :2] == 1) and np.all(got[0, 0, :3] == 0)
+    F.kv_cache_append(tk, tv, dev(np.array([4, 2], np.int32), device), dev(kn, device), dev(kn.copy(), device),
+                      check=False)
+    assert np.all(tk.cpu().numpy()[1, 0, 2:] == 1)
+    del dt
+
+
+def test_paged_kv_cache_steps(device):
+    """PagedKVCache over several decode steps of two sequences (pages interleaved), one freed and its pages
+    reused by a third: every step equals the oracle over the rows appended so far."""
+    dt = T.float32
+    rng = np.random.default_rng(50)
+    hkv, Hq, E, page = 2, 4, 32, 16
+    steps = 20 if QUICK else 40
+    cache = PagedKVCache(num_blocks=8, block_size=page, kv_heads=hkv, head_dim=E, num_layers=2, dtype=dt,
+                         device=device)
+    ids = [cache.add_sequence(), cache.add_sequence()]
+    hist = {i: ([], []) for i in ids}
+    for step in range(steps):
+        if step == steps // 2:
+            cache.free_sequence(ids[0])
+            del hist[ids[0]]
+            ids = [ids[1], cache.add_sequence()]
+            hist[ids[1]] = ([], [])
+        cache.begin_step(ids, new_tokens=1)
+        kn, vn = draw(rng, (2, hkv, 1, E), dt), draw(rng, (2, hkv, 1, E), dt)
+        for layer in range(2):
+            cache.append(layer, dev(kn, device), dev(vn * (layer + 1), device))
+        for r, s in enumerate(ids):
+            hist[s][0].append(kn[r, :, 0])
+            hist[s][1].append(vn[r, :, 0])
+        q = draw(rng, (2, Hq, E), dt)
+        out = cache.decode(1, dev(q, device))
+        n = max(len(hist[s][0]) for s in ids)
+        kk = np.zeros((2, hkv, n, E))
+        vv = np.zeros((2, hkv, n, E))
+        for r, s in enumerate(ids):
+            m = len(hist[s][0])
+            kk[r, :, :m] = np.stack(hist[s][0], 1)
+            vv[r, :, :m] = 2 * np.stack(hist[s][1], 1)
+        lens = np.array([len(hist[s][0]) for s in ids])
+        _check(out, decode_oracle(q, kk, vv, lens), decode_oracle(q, kk, np.abs(vv), lens), dt, E, f"step {step}")
+        cache.end_step()
+    assert cache.length(ids[0]) == steps and sorted(set(cache.pages(ids[0])) & set(cache.pages(ids[1]))) == []
+
+
+def test_paged_kv_cache_limits():
+    cache = PagedKVCache(num_blocks=2, block_size=16, kv_heads=1, head_dim=16, dtype=nbx.float32)
+    s = cache.add_sequence()
+    with pytest.raises(RuntimeError, match="max_blocks_per_seq|out of pages"):
+        cache.begin_step([s], new_tokens=40)
+    with pytest.raises(RuntimeError, match="begin_step"):
+        cache.end_step()
+    with pytest.raises(ValueError, match="power of two"):
+        PagedKVCache(num_blocks=2, block_size=12, kv_heads=1, head_dim=16)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Errors and costs
+# ---------------------------------------------------------------------------------------------------------
+_ERR_CASES = [(name, c) for name in ("decode_attention", "paged_decode_attention", "kv_cache_append",
+                                     "paged_kv_append") for c in registry.get(name).extra["errors"]]
+
+
+@pytest.mark.parametrize("name,case", _ERR_CASES, ids=lambda x: x if isinstance(x, str) else x[0])
+def test_errors(name, case, device):
+    label, builders, kwargs, exc, msg = case
+    d = nbx.device(device)
+    args = [b(d) if callable(b) else b for b in builders]
+    with pytest.raises(exc, match=msg):
+        registry.get(name).extra["function"](*args, **kwargs)
+
+
+def test_costs():
+    q = nbx.empty(4, 32, 128, dtype=nbx.bfloat16)
+    k = nbx.empty(4, 8, 32768, 128, dtype=nbx.bfloat16)
+    c = registry.get("decode_attention").cost(q, k, k)
+    assert c.bytes_read == 2 * k.numel() * 2 + q.numel() * 2 and c.bytes_written == q.numel() * 2
+    assert c.flops == 2 * 4 * 32 * 32768 * 256
+    kp = nbx.empty(100, 16, 8, 128, dtype=nbx.bfloat16)
+    bt = nbx.empty(4, 25, dtype=nbx.int32)
+    c = registry.get("paged_decode_attention").cost(q, kp, kp, bt, nbx.empty(4, dtype=nbx.int32))
+    assert c.bytes_read == 4 * 8 * 400 * 256 * 2 + q.numel() * 2 + bt.numel() * 4
