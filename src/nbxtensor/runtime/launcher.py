@@ -40,16 +40,31 @@ def launch(kernel, grid, *args, **meta):
         RuntimeError: Triton missing; tensors on different devices; a CPU tensor outside the interpreter tier.
     """
     require_triton("launch")
-    tensors = [a for a in args if _is_tensor(a)]
-    check(tensors, "launch: a kernel needs at least one tensor argument")
-    dev = tensors[0].device
-    for t in tensors[1:]:
-        check(t.device == dev, lambda: f"launch: tensor arguments on different devices: {dev} and {t.device}")
-    if dev.type == "cpu":
-        check(INTERPRET, "launch: Triton kernels run on CPU tensors only under the interpreter tier "
-              "(NBX_TRITON_INTERPRET=1)")
-        host_args = [HostArg.of(a) if _is_tensor(a) else a for a in args]
-        meta = {k: v for k, v in meta.items() if k not in ("num_warps", "num_stages", "num_ctas")}
-        return kernel[grid](*host_args, **meta)
-    from . import cuda_launch  # the torch-free CUDA path
-    return cuda_launch.launch(kernel, grid, dev, args, meta)
+    dev = None
+    for a in args:
+        st = getattr(a, "_storage", None)
+        if st is not None:
+            dev = st.device
+            break
+    check(dev is not None, "launch: a kernel needs at least one tensor argument")
+    if dev.type == "cuda":
+        # cuda_launch refuses tensors on other devices and pointers no allocator knows.
+        return _cuda_launch().launch(kernel, grid, dev, args, meta)
+    for t in args:
+        if _is_tensor(t):
+            check(t.device == dev, lambda: f"launch: tensor arguments on different devices: {dev} and {t.device}")
+    check(dev.type == "cpu" and INTERPRET, lambda: f"launch: Triton kernels run on {dev.type} tensors only under the "
+          "interpreter tier (NBX_TRITON_INTERPRET=1)")
+    host_args = [HostArg.of(a) if _is_tensor(a) else a for a in args]
+    meta = {k: v for k, v in meta.items() if k not in ("num_warps", "num_stages", "num_ctas")}
+    return kernel[grid](*host_args, **meta)
+
+
+_CUDA_LAUNCH = []
+
+
+def _cuda_launch():
+    if not _CUDA_LAUNCH:
+        from . import cuda_launch  # the torch-free CUDA path, imported once
+        _CUDA_LAUNCH.append(cuda_launch)
+    return _CUDA_LAUNCH[0]
