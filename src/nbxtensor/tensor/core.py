@@ -19,7 +19,8 @@ from ..dtypes import table as T
 from ..dtypes.table import DType, dtype_from
 from ..shapes import contiguous_strides, is_contiguous, numel, storage_span
 
-__all__ = ["Tensor", "Size", "host_view", "new_empty", "from_host_array", "copy_hook"]
+__all__ = ["Tensor", "Size", "host_view", "new_empty", "new_empty_like", "from_host_array", "copy_hook",
+           "is_non_overlapping_and_dense", "overlap_status"]
 
 
 class Size(tuple):
@@ -208,14 +209,22 @@ class Tensor:
         return a.tolist()
 
     def __bool__(self) -> bool:
-        check(self.numel() == 1, lambda: f"Boolean value of Tensor with {self.numel()} elements is ambiguous")
+        check(self.numel() == 1, lambda: "Boolean value of Tensor with no values is ambiguous" if self.numel() == 0
+              else "Boolean value of Tensor with more than one value is ambiguous")
         return bool(self.item())
 
+    def _real_item(self, to: str):
+        v = self.item()
+        if isinstance(v, complex):  # as PyTorch: only a zero imaginary part converts
+            check(v.imag == 0, lambda: f"value cannot be converted to type {to} without overflow (got {v})")
+            v = v.real
+        return v
+
     def __int__(self) -> int:
-        return int(self.item().real if isinstance(self.item(), complex) else self.item())
+        return int(self._real_item("int64_t"))
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._real_item("double"))
 
     def __complex__(self) -> complex:
         return complex(self.item())
@@ -226,16 +235,23 @@ class Tensor:
         return int(self.item())
 
     # -- conversions --------------------------------------------------------------------------------
-    def to(self, *args, dtype=None, device=None, copy: bool = False, non_blocking: bool = False) -> "Tensor":
+    def to(self, *args, dtype=None, device=None, copy: bool = False, non_blocking: bool = False,
+           memory_format: object = None) -> "Tensor":
         """Convert dtype and/or device, as ``torch.Tensor.to``.
 
-        Forms: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``, keywords.
-        Returns ``self`` when nothing changes and ``copy`` is false; otherwise a new contiguous tensor.
+        Forms: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``, keywords, and trailing
+        positional ``non_blocking``, ``copy`` bools. Returns ``self`` when nothing changes and ``copy`` is false;
+        otherwise a new tensor laid out as :meth:`clone` lays it out (``memory_format`` as there).
 
         Raises:
-            TypeError: for an argument that is neither a dtype, a device nor a tensor.
+            TypeError: for an argument that is neither a dtype, a device, a tensor nor a trailing bool.
         """
+        flags = []
         for a in args:
+            if isinstance(a, bool):
+                flags.append(a)
+                continue
+            check(not flags, "to: a dtype, device or tensor argument after non_blocking/copy", TypeError)
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
             elif isinstance(a, (DType, np.dtype, type)) or (isinstance(a, str) and _is_dtype_name(a)):
@@ -244,11 +260,14 @@ class Tensor:
                 device = a
             else:
                 fail(f"to: expected a dtype, a device or a tensor, got {type(a).__name__} {a!r}", TypeError)
+        check(len(flags) <= 2, "to: at most two trailing bools (non_blocking, copy)", TypeError)
+        if len(flags) == 2:
+            copy = flags[1]
         dt = self._dtype if dtype is None else dtype_from(dtype)
         dev = self.device if device is None else as_device(device)
         if dt is self._dtype and dev == self.device and not copy:
             return self
-        out = new_empty(self._shape, dt, dev)
+        out = new_empty_like(self, dt, dev, memory_format, "to")
         out.copy_(self)
         return out
 
@@ -259,8 +278,11 @@ class Tensor:
         return self.to("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}")
 
     def type(self, dtype=None):
+        """With no argument, the legacy type name (``nbx.FloatTensor``; PyTorch: ``torch.FloatTensor``, and
+        ``torch.cuda.FloatTensor`` on cuda); with a dtype, ``to(dtype)``."""
         if dtype is None:
-            return f"nbx.{self._dtype.name}"
+            dev = "" if self.device.type == "cpu" else self.device.type + "."
+            return f"nbx.{dev}{_LEGACY_TYPE_NAMES[self._dtype.name]}"
         return self.to(dtype)
 
     def float(self) -> "Tensor":
@@ -300,12 +322,15 @@ class Tensor:
         return self.to(T.complex128)
 
     def contiguous(self, memory_format: object = None) -> "Tensor":
-        """``self`` if already contiguous, else a contiguous copy."""
-        return self if self.is_contiguous() else self.clone()
+        """``self`` if already contiguous, else a contiguous (row-major) copy."""
+        return self if self.is_contiguous() else self.clone(memory_format="contiguous_format")
 
     def clone(self, *, memory_format: object = None) -> "Tensor":
-        """A contiguous copy with the same dtype and device."""
-        out = new_empty(self._shape, self._dtype, self.device)
+        """A copy with the same dtype and device, laid out as PyTorch's ``preserve_format`` does: a tensor whose
+        elements densely fill their memory without overlap (a permutation of a contiguous tensor: transposes,
+        ``permute``) keeps its strides; any other gets row-major strides. ``memory_format`` ``"contiguous_format"``
+        (or ``torch.contiguous_format``, matched by name) always gives row-major strides."""
+        out = new_empty_like(self, self._dtype, self.device, memory_format, "clone")
         out.copy_(self)
         return out
 
@@ -336,6 +361,11 @@ class Tensor:
         check(isinstance(src, Tensor), lambda: f"copy_: argument 'src' must be Tensor, got {type(src).__name__}",
               TypeError)
         _check_writable(self, "copy_")
+        if _same_data(self, src):
+            return self
+        check(overlap_status(self, src) != "partial", "copy_: unsupported operation: some elements of the input "
+              "tensor and the written-to tensor refer to a single memory location. Please clone() the tensor "
+              "before performing the operation.")
         _Hooks.copy(self, src)
         return self
 
@@ -384,6 +414,7 @@ class Tensor:
     def __format__(self, spec: str) -> str:
         if self.ndim == 0 and spec:
             return format(self.item(), spec)
+        check(not spec, "unsupported format string passed to Tensor.__format__", TypeError)
         return repr(self)
 
     def __reduce__(self):
@@ -426,8 +457,9 @@ def host_view(t: Tensor) -> np.ndarray:
     check(t.device.type == "cpu", lambda: f"host_view: expected a cpu tensor, got one on {t.device}; use .cpu()")
     it = t._dtype.itemsize
     if t.numel() == 0:  # no bytes to share; keep the tensor's strides (and read-only flag) all the same
-        a = np.lib.stride_tricks.as_strided(np.empty(1, dtype=t._dtype.numpy), t._shape,
-                                            tuple(s * it for s in t._stride), writeable=not t._storage.readonly)
+        a = np.ndarray(t._shape, dtype=t._dtype.numpy, buffer=np.empty(1, dtype=t._dtype.numpy),
+                       strides=tuple(s * it for s in t._stride))
+        a.flags.writeable = not t._storage.readonly
         return a
     buf = t._storage.handle
     a = np.ndarray(t._shape, dtype=t._dtype.numpy, buffer=buf, offset=t._offset * it,
@@ -446,9 +478,81 @@ def _download(t: Tensor) -> np.ndarray:
         return np.empty(t._shape, dtype=t._dtype.numpy)
     lo, hi = storage_span(t._shape, t._stride, t._offset)
     raw = backend_for(t.device).read(t._storage, lo * it, (hi - lo) * it)
-    host = raw.view(t._dtype.numpy)
-    a = np.lib.stride_tricks.as_strided(host[t._offset - lo:], shape=t._shape, strides=tuple(s * it for s in t._stride))
-    return np.array(a, copy=True)
+    return np.array(strided_host_array(raw, t._dtype, t._shape, t._stride, t._offset - lo), copy=True)
+
+
+def strided_host_array(raw: np.ndarray, dtype: DType, shape, strides, offset: int) -> np.ndarray:
+    """A NumPy view of host bytes ``raw`` (uint8) as ``dtype`` with element ``shape``, ``strides`` and ``offset``.
+
+    Built with ``np.ndarray(buffer=...)`` rather than ``as_strided``: ``as_strided`` goes through the array
+    interface, which cannot spell ml_dtypes' float8 types on NumPy 2.5 ("data type '<f1' not understood").
+    """
+    it = dtype.itemsize
+    return np.ndarray(tuple(shape), dtype=dtype.numpy, buffer=raw, offset=offset * it,
+                      strides=tuple(s * it for s in strides))
+
+
+_LEGACY_TYPE_NAMES = {
+    "bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor", "int16": "ShortTensor", "int32": "IntTensor",
+    "int64": "LongTensor", "uint16": "UInt16Tensor", "uint32": "UInt32Tensor", "uint64": "UInt64Tensor",
+    "float16": "HalfTensor", "bfloat16": "BFloat16Tensor", "float32": "FloatTensor", "float64": "DoubleTensor",
+    "float8_e4m3fn": "Float8_e4m3fnTensor", "float8_e5m2": "Float8_e5m2Tensor", "complex64": "ComplexFloatTensor",
+    "complex128": "ComplexDoubleTensor"}
+
+
+def is_non_overlapping_and_dense(shape, strides) -> bool:
+    """c10's ``compute_non_overlapping_and_dense``: the elements fill ``numel`` consecutive slots exactly once,
+    in some order of the dims (dims of size < 2 ignored)."""
+    if len(shape) == 1:
+        return shape[0] < 2 or strides[0] == 1
+    order = sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: strides[d])
+    need = 1
+    for d in order:
+        if strides[d] != need:
+            return False
+        need *= shape[d]
+    return True
+
+
+def new_empty_like(t: Tensor, dtype: DType, dev: Device, memory_format: object = None, fn: str = "empty_like"):
+    """An uninitialised tensor shaped like ``t`` under PyTorch's memory formats: ``None``/"preserve_format" keeps
+    ``t``'s strides when ``t`` is non-overlapping and dense (else row-major), "contiguous_format" is row-major.
+
+    Raises:
+        RuntimeError: another memory format (``channels_last`` is not supported).
+    """
+    name = "preserve_format" if memory_format is None else str(memory_format).split(".")[-1]
+    check(name in ("preserve_format", "contiguous_format"), lambda: f"{fn}: memory_format must be preserve_format "
+          f"or contiguous_format, got {memory_format!r} (channels_last is not supported)")
+    if name == "contiguous_format" or is_contiguous(t._shape, t._stride) or \
+            not is_non_overlapping_and_dense(t._shape, t._stride):
+        return new_empty(t._shape, dtype, dev)
+    storage = backend_for(dev).allocate(numel(t._shape) * dtype.itemsize, dev)
+    return Tensor(storage, t._shape, t._stride, 0, dtype)
+
+
+def _same_data(a: Tensor, b: Tensor) -> bool:
+    """``copy_``'s early exit: the same view of the same memory."""
+    return a is b or (a._storage is b._storage and a._offset == b._offset and a._stride == b._stride and
+                      a._shape == b._shape and a._dtype is b._dtype)
+
+
+def overlap_status(a: Tensor, b: Tensor) -> str:
+    """ATen's ``get_overlap_status``: "full" (same memory, same strides), "partial", "no" or "too_hard" (either
+    is not non-overlapping and dense; not checked further, as PyTorch)."""
+    if a is b:
+        return "full"
+    if a.numel() == 0 or b.numel() == 0:
+        return "no"
+    if not is_non_overlapping_and_dense(a._shape, a._stride) or not is_non_overlapping_and_dense(b._shape, b._stride):
+        return "too_hard"
+    if a._storage.device != b._storage.device:  # same device: addresses are comparable (host or unified VA)
+        return "no"
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    a1, b1 = a0 + a.nbytes, b0 + b.nbytes
+    if a0 == b0 and a1 == b1:
+        return "full" if a._stride == b._stride else "partial"
+    return "partial" if a0 < b1 and b0 < a1 else "no"
 
 
 def new_empty(shape, dtype: DType, dev: Device) -> Tensor:

@@ -23,7 +23,7 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array, checked_scalar
 from ..dtypes.table import DType, dtype_from
 from ..shapes import normalize_shape
-from .core import Tensor, _download, from_host_array, new_empty
+from .core import Tensor, _download, from_host_array, new_empty, new_empty_like
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "empty", "zeros", "ones", "full", "arange", "linspace",
            "eye", "empty_like", "zeros_like", "ones_like", "full_like", "scalar_tensor"]
@@ -346,25 +346,38 @@ def ones(*size, dtype=None, device=None) -> Tensor:
     return full(_size_arg(size, "ones"), 1, dtype=_dt(dtype, P.get_default_dtype()), device=device)
 
 
-def empty_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
-    """An uninitialised tensor of ``input``'s shape, with its dtype and device unless given."""
-    return empty(input.shape, dtype=_dt(dtype, input.dtype), device=device if device is not None else input.device)
+def _like(input: Tensor, dtype, device, memory_format, fn: str) -> Tensor:
+    check(isinstance(input, Tensor), lambda: f"{fn}(): argument 'input' (position 1) must be Tensor, not "
+          f"{type(input).__name__}", TypeError)
+    dev = as_device(device) if device is not None else input.device
+    return new_empty_like(input, _dt(dtype, input.dtype), dev, memory_format, fn)
 
 
-def zeros_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
-    """Zeros of ``input``'s shape, with its dtype and device unless given."""
-    return full(input.shape, 0, dtype=_dt(dtype, input.dtype), device=device if device is not None else input.device)
+def empty_like(input: Tensor, *, dtype=None, device=None, memory_format=None) -> Tensor:
+    """An uninitialised tensor shaped like ``input``, with its dtype and device unless given; its strides too
+    where ``input`` is non-overlapping and dense (PyTorch's ``preserve_format``), else row-major."""
+    return _like(input, dtype, device, memory_format, "empty_like")
 
 
-def ones_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
-    """Ones of ``input``'s shape, with its dtype and device unless given."""
-    return full(input.shape, 1, dtype=_dt(dtype, input.dtype), device=device if device is not None else input.device)
+def zeros_like(input: Tensor, *, dtype=None, device=None, memory_format=None) -> Tensor:
+    """Zeros laid out as :func:`empty_like` lays them out."""
+    return _like(input, dtype, device, memory_format, "zeros_like").fill_(0)
 
 
-def full_like(input: Tensor, fill_value, *, dtype=None, device=None) -> Tensor:
-    """``fill_value`` in ``input``'s shape, with ``input``'s dtype (not the value's) and device unless given."""
-    return full(input.shape, fill_value, dtype=_dt(dtype, input.dtype),
-                device=device if device is not None else input.device)
+def ones_like(input: Tensor, *, dtype=None, device=None, memory_format=None) -> Tensor:
+    """Ones laid out as :func:`empty_like` lays them out."""
+    return _like(input, dtype, device, memory_format, "ones_like").fill_(1)
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None, memory_format=None) -> Tensor:
+    """``fill_value`` in ``input``'s dtype (not the value's) and layout (as :func:`empty_like`).
+
+    Raises:
+        RuntimeError: a value that overflows the dtype. TypeError: a value that is not a number.
+    """
+    _fill_dtype(fill_value, "full_like")  # type check
+    out = _like(input, dtype, device, memory_format, "full_like")
+    return out.fill_(fill_value.item() if isinstance(fill_value, Tensor) else fill_value)
 
 
 from .ranges import arange, linspace  # noqa: E402  (re-exported: the range factories live in ranges.py)

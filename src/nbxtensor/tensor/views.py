@@ -90,7 +90,7 @@ def reshape(self: Tensor, *shape) -> Tensor:
     strides = compute_view_strides(self.shape, self.stride(), shape)
     if strides is not None:
         return self._view(shape, strides)
-    return self.clone().view(shape)
+    return self.clone(memory_format="contiguous_format").view(shape)
 
 
 def view_as(self: Tensor, other: Tensor) -> Tensor:
