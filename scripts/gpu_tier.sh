@@ -4,6 +4,8 @@
 #   info.txt             `nbx info` (versions, devices with their facts, torch not imported)
 #   junit.xml, pytest.log the test run
 #   runtime.csv, runtime_summary.md, bench_runtime.log   benchmarks/bench_runtime.py
+#   bench/               benchmarks/bench_ops.py: results.csv, summary.md, roofline.png (NBX_GPU_TIER_OPS=0 skips it;
+#                        NBX_GPU_TIER_OPS_BUDGET_S caps its time, NBX_GPU_TIER_OPS_FILTER selects ops)
 #   summary.md           pass/fail counts, failures, the benchmark table
 # Exits non-zero when there is no CUDA device, a test fails, or a benchmark fails to run.
 #
@@ -43,6 +45,17 @@ if [ "${NBX_GPU_TIER_QUICK:-0}" = "1" ]; then BENCH_ARGS+=(--quick); fi
 "$PY" benchmarks/bench_runtime.py "${BENCH_ARGS[@]}" 2>&1 | tee "$OUT/bench_runtime.log"
 RC_BENCH=${PIPESTATUS[0]}
 
+if [ "${NBX_GPU_TIER_OPS:-1}" = "1" ]; then
+  echo "== operator benchmarks (ours vs PyTorch eager in a separate process) =="
+  OPS_ARGS=(--out "$OUT/bench" --budget-s "${NBX_GPU_TIER_OPS_BUDGET_S:-300}")
+  if [ "${NBX_GPU_TIER_QUICK:-0}" = "1" ]; then OPS_ARGS+=(--quick); fi
+  if [ -n "${NBX_GPU_TIER_OPS_FILTER:-}" ]; then OPS_ARGS+=(--ops "$NBX_GPU_TIER_OPS_FILTER"); fi
+  "$PY" benchmarks/bench_ops.py "${OPS_ARGS[@]}" > "$OUT/bench_ops.log" 2>&1
+  RC_OPS=$?
+  tail -n 40 "$OUT/bench_ops.log"
+  if [ $RC_OPS -ne 0 ]; then RC_BENCH=$RC_OPS; fi
+fi
+
 "$PY" - "$OUT" "$RC_TESTS" "$RC_BENCH" <<'EOF'
 import os, subprocess, sys, xml.etree.ElementTree as ET
 out, rc_tests, rc_bench = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -79,6 +92,9 @@ if failed:
 bench = os.path.join(out, "runtime_summary.md")
 lines += ["## Runtime benchmarks", "", open(bench).read() if os.path.exists(bench) else "(none)",
           f"Benchmark exit status {rc_bench}.", ""]
+ops = os.path.join(out, "bench", "summary.md")
+if os.path.exists(ops):
+    lines += ["## Operator benchmarks", "", open(ops).read(), ""]
 ok = rc_tests == 0 and rc_bench == 0
 lines.append(f"**GPU tier: {'PASS' if ok else 'FAIL'}**")
 open(os.path.join(out, "summary.md"), "w").write("\n".join(lines) + "\n")
