@@ -404,3 +404,44 @@ def test_cuda_matches_cpu(device):
             lg = logits.to(dt)
             assert _same_bits(*both(lambda g, d: nbx.random.sample(
                 lg.to(d), generator=g, **{k: (v.to(d) if isinstance(v, nbx.Tensor) else v) for k, v in kw.items()})))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The GPU code itself, without a GPU: compile for sm90 and read the PTX
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.skipif(interpreting(), reason="compiles the kernels for sm90: the core tier (not the interpreter)")
+def test_sm90_ptx_rounds_like_numpy():
+    """The bit-equality promise on the GPU rests on three facts about the compiled code, checked here on the
+    PTX Triton emits for sm90 (no GPU needed): no fused multiply-add (``enable_fp_fusion=False``), float64
+    division and square root in their IEEE forms (``div.rn.f64``, ``sqrt.rn.f64``), and multiplies and adds
+    marked ``.rn`` so ptxas does not contract them either."""
+    import re
+
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from nbxtensor.random import sampling as S
+
+    def ptx(fn, sig, const):
+        sig = dict(sig, **{k: "constexpr" for k in const})
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=const), target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": 4, "enable_fp_fusion": False})
+        return k.asm["ptx"]
+
+    i64 = {"n": "i64", "seed": "i64", "offset": "i64", "pa": "i64", "pb": "i64"}
+    texts = [
+        ptx(Dist._fill_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32", **i64},
+            {"DIST": Dist.K_NORMAL, "WIDE": False, "DIGITS": 0, "OUT": 1, "BLOCK": 256}),
+        ptx(S._sample_kernel, {"out_ptr": "*i64", "x_ptr": "*bf16", "bad_ptr": "*i32", "V": "i64", "seed": "i64",
+                               "offset": "i64", "temp_bits": "i64", "top_k": "i64", "top_p_bits": "i64",
+                               "lmp_bits": "i64"},
+            {"GREEDY": False, "HAS_TEMP": True, "HAS_TOPK": True, "HAS_TOPP": True, "HAS_MINP": True,
+             "HAS_BAD": False, "BLOCK": 256}),
+    ]
+    for text in texts:
+        assert not re.findall(r"\bfma\.", text)
+        assert re.findall(r"div\.rn\.f64", text) and not re.findall(r"div\.(?:full|approx)", text)
+        assert not re.findall(r"sqrt\.approx", text)
+        assert not re.findall(r"\b(?:mul|add|sub)\.f64", text)  # only the .rn forms, which ptxas never fuses
+    assert re.findall(r"sqrt\.rn\.f64", texts[0])
