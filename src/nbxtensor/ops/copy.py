@@ -22,7 +22,7 @@ from .._errors import check
 from ..device.base import backend_for
 from ..dtypes.casting import cast_array, checked_scalar
 from ..shapes import broadcast_shapes, storage_span
-from ..tensor.core import Tensor, _download, copy_hook, host_view
+from ..tensor.core import Tensor, _download, copy_hook, host_view, strided_host_array
 from .registry import Cost, OpRecord, impl, register
 
 __all__ = ["copy_", "fill_", "check_no_internal_overlap"]
@@ -44,11 +44,10 @@ def _write_host_values(dst: Tensor, vals: np.ndarray) -> None:
         be.write(dst.untyped_storage(), dst.storage_offset() * it, np.asarray(vals, order="C").reshape(-1).view(np.uint8))
         return
     lo, hi = storage_span(dst.shape, dst.stride(), dst.storage_offset())
-    span = be.read(dst.untyped_storage(), lo * it, (hi - lo) * it).view(dst.dtype.numpy)
-    view = np.lib.stride_tricks.as_strided(span[dst.storage_offset() - lo:], shape=dst.shape,
-                                           strides=tuple(s * it for s in dst.stride()))
+    span = be.read(dst.untyped_storage(), lo * it, (hi - lo) * it)
+    view = strided_host_array(span, dst.dtype, dst.shape, dst.stride(), dst.storage_offset() - lo)
     view[...] = vals
-    be.write(dst.untyped_storage(), lo * it, span.view(np.uint8))
+    be.write(dst.untyped_storage(), lo * it, span)
 
 
 def copy_(dst: Tensor, src: Tensor) -> None:
@@ -63,6 +62,8 @@ def copy_(dst: Tensor, src: Tensor) -> None:
     check_no_internal_overlap(dst, "copy_")
     if dst.numel() == 0:
         return
+    if _direct_transfer(dst, src):
+        return
     srcb = src.expand(dst.shape)
     if src.device == dst.device:
         kern = _kernel("copy_", dst.device.type)
@@ -73,6 +74,25 @@ def copy_(dst: Tensor, src: Tensor) -> None:
     if src.dtype is not dst.dtype:
         vals = cast_array(vals, src.dtype, dst.dtype)
     _write_host_values(dst, vals)
+
+
+def _direct_transfer(dst: Tensor, src: Tensor) -> bool:
+    """Host <-> device copies of contiguous tensors of one dtype and shape go straight between the host tensor's
+    memory and the device (pinned host memory keeps its full speed); returns False when not applicable."""
+    if src.dtype is not dst.dtype or src.shape != dst.shape or src.device == dst.device:
+        return False
+    if not (src.is_contiguous() and dst.is_contiguous()):
+        return False
+    it = dst.dtype.itemsize
+    if src.device.type == "cpu":
+        backend_for(dst.device).write(dst.untyped_storage(), dst.storage_offset() * it,
+                                      host_view(src).reshape(-1).view(np.uint8))
+        return True
+    be = backend_for(src.device)
+    if dst.device.type == "cpu" and hasattr(be, "read_into"):
+        be.read_into(host_view(dst).reshape(-1).view(np.uint8), src.untyped_storage(), src.storage_offset() * it)
+        return True
+    return False
 
 
 def fill_(dst: Tensor, value) -> None:
