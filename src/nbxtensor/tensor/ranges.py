@@ -193,6 +193,11 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None) -> Tensor:
 
 
 def _arange_float(start: float, step: float, n: int, dt: DType) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):  # values beyond the dtype's range become inf, as in PyTorch
+        return _arange_float_values(start, step, n, dt)
+
+
+def _arange_float_values(start: float, step: float, n: int, dt: DType) -> np.ndarray:
     base_i, j = _blocks(n, dt.itemsize)
     if dt in _REDUCED:  # accumulate in float32; base rounded to the result type
         s32, st32 = np.float32(start), np.float32(step)
