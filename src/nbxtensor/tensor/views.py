@@ -94,10 +94,12 @@ def reshape(self: Tensor, *shape) -> Tensor:
 
 
 def view_as(self: Tensor, other: Tensor) -> Tensor:
+    """``view(other.shape)`` (raises where that view does not exist)."""
     return view(self, other.shape)
 
 
 def reshape_as(self: Tensor, other: Tensor) -> Tensor:
+    """``reshape(other.shape)``: a view when one exists, else a copy."""
     return reshape(self, other.shape)
 
 
@@ -144,12 +146,19 @@ def t(self: Tensor) -> Tensor:
 
 
 def _T(self: Tensor) -> Tensor:
+    """All dims reversed (``x.T``); the identity on a 0-dim tensor (PyTorch warns that both are deprecated for
+    ndim != 2)."""
     if self.ndim == 0:
         return self._view((), ())
     return permute(self, *range(self.ndim - 1, -1, -1))
 
 
 def _mT(self: Tensor) -> Tensor:
+    """The last two dims swapped (``x.mT``): a batch of transposed matrices.
+
+    Raises:
+        RuntimeError: a 1-dim tensor (a 0-dim one is returned as is, as PyTorch's deprecated behaviour).
+    """
     if self.ndim == 0:  # PyTorch: deprecated identity on 0-dim tensors
         return self._view((), ())
     check(self.ndim >= 2, lambda: f"tensor.mT is only supported on matrices or batches of matrices. Got "
@@ -197,10 +206,12 @@ def expand(self: Tensor, *sizes) -> Tensor:
 
 
 def expand_as(self: Tensor, other: Tensor) -> Tensor:
+    """``expand(other.shape)``."""
     return expand(self, other.shape)
 
 
 def broadcast_to(self: Tensor, size) -> Tensor:
+    """``expand(size)`` (``torch.broadcast_to``): a stride-0 view, never a copy."""
     return expand(self, tuple(size))
 
 
@@ -536,6 +547,11 @@ def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
 
 
 def _broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Views of ``tensors`` expanded to their common broadcast shape (``torch.broadcast_tensors``).
+
+    Raises:
+        RuntimeError: shapes that do not broadcast.
+    """
     shape = broadcast_shapes(*(x.shape for x in tensors))
     return tuple(expand(x, shape) for x in tensors)
 
