@@ -1067,10 +1067,6 @@ def _reg(name: str, schema: str, driver, oracle, cost, *, errors=(), **extra) ->
     return register(rec)
 
 
-def _z(*shape, dt="float32"):
-    return lambda nbx: nbx.zeros(*shape, dtype=getattr(nbx, dt))
-
-
 def _errs(*rows):
     """Error cases as data: ``(args(nbx) -> tuple, kwargs dict or kwargs(nbx) -> dict, exception, text)``."""
     return list(rows)
