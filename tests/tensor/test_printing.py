@@ -83,3 +83,24 @@ def test_every_dtype_prints():
         r = repr(nbx.ones(2, dtype=d))
         assert r.startswith("tensor([") and (d.name in r) == (d not in (nbx.float32, nbx.int64, nbx.bool,
                                                                          nbx.complex64))
+
+
+def test_summarised_print_reads_only_the_edges():
+    from nbxtensor.tensor import printing
+    x = nbx.zeros(3000, 5, 4000, dtype=nbx.float16)
+    a, cut = printing._edges(x)
+    assert a.shape == (6, 5, 6) and cut == (True, False, True)
+    calls = []
+    real = nbx.tensor.core._download
+
+    def spy(t):
+        calls.append(t.numel())
+        return real(t)
+    try:
+        printing_core = __import__("nbxtensor.tensor.core", fromlist=["_download"])
+        printing_core._download = spy
+        text = repr(x)
+    finally:
+        printing_core._download = real
+    assert max(calls) <= 3 * 5 * 3 and len(calls) == 4
+    assert text.startswith("tensor([[[0., 0., 0.,  ..., 0., 0., 0.],")

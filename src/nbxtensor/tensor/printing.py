@@ -8,6 +8,7 @@ and bool). Differences: dtypes print as ``nbx.float16`` rather than ``torch.floa
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -66,15 +67,25 @@ class _Formatter:
         return (self.max_width - len(ret)) * " " + ret
 
 
-def _summarized(a: np.ndarray) -> np.ndarray:
-    if a.ndim == 0:
-        return a
-    if a.shape[0] > 2 * EDGEITEMS:
-        parts = [a[:EDGEITEMS], a[-EDGEITEMS:]]
-    else:
-        parts = [a]
-    parts = [np.stack([_summarized(x) for x in p]) if a.ndim > 1 else p for p in parts]
-    return np.concatenate(parts)
+def _edges(t) -> tuple[np.ndarray, tuple[bool, ...]]:
+    """The values PyTorch's summarised print shows (``get_summarized_data``): along each dim longer than
+    ``2 * EDGEITEMS``, only the first and last ``EDGEITEMS``. Downloads just those blocks (at most ``2**ndim``
+    small copies), so printing a large tensor never copies all of it off its device.
+
+    Returns:
+        The compact host array (such dims cut to ``2 * EDGEITEMS``) and, per dim, whether it was cut.
+    """
+    from .core import _download
+    cut = tuple(n > 2 * EDGEITEMS for n in t.shape)
+    ranges = [((0, EDGEITEMS), (n - EDGEITEMS, EDGEITEMS)) if c else ((0, n),) for n, c in zip(t.shape, cut)]
+    out = np.empty(tuple(2 * EDGEITEMS if c else n for n, c in zip(t.shape, cut)), dtype=t.dtype.numpy)
+    for block in itertools.product(*ranges):
+        view, where = t, []
+        for d, (start, length) in enumerate(block):
+            view = view.narrow(d, start, length)
+            where.append(slice(0 if start == 0 else EDGEITEMS, (0 if start == 0 else EDGEITEMS) + length))
+        out[tuple(where)] = _download(view)
+    return out, cut
 
 
 def _fmt_value(v, f1: _Formatter, f2: _Formatter | None) -> str:
@@ -85,11 +96,11 @@ def _fmt_value(v, f1: _Formatter, f2: _Formatter | None) -> str:
     return real + imag if imag[0] in "+-" else real + "+" + imag
 
 
-def _vector_str(a: np.ndarray, indent: int, summarize: bool, f1: _Formatter, f2: _Formatter | None) -> str:
+def _vector_str(a: np.ndarray, cut: bool, indent: int, f1: _Formatter, f2: _Formatter | None) -> str:
     element_length = f1.max_width + 2 if f2 is None else f1.max_width + f2.max_width + 3
     per_line = max(1, int(math.floor((LINEWIDTH - indent) / element_length)))
     vals = a.tolist()
-    if summarize and len(vals) > 2 * EDGEITEMS:
+    if cut:
         data = [_fmt_value(v, f1, f2) for v in vals[:EDGEITEMS]] + [" ..."] + \
                [_fmt_value(v, f1, f2) for v in vals[-EDGEITEMS:]]
     else:
@@ -98,31 +109,34 @@ def _vector_str(a: np.ndarray, indent: int, summarize: bool, f1: _Formatter, f2:
     return "[" + ("," + "\n" + " " * (indent + 1)).join(lines) + "]"
 
 
-def _str_with(a: np.ndarray, indent: int, summarize: bool, f1: _Formatter, f2: _Formatter | None) -> str:
+def _str_with(a: np.ndarray, cut: tuple[bool, ...], indent: int, f1: _Formatter, f2: _Formatter | None) -> str:
+    """``_tensor_str_with_formatter``: ``a`` holds every shown value; ``cut[d]`` says dim ``d`` is summarised."""
     if a.ndim == 0:
         return _fmt_value(a.item(), f1, f2)
     if a.ndim == 1:
-        return _vector_str(a, indent, summarize, f1, f2)
+        return _vector_str(a, cut[0], indent, f1, f2)
     n = a.shape[0]
-    if summarize and n > 2 * EDGEITEMS:
-        rows = [_str_with(a[i], indent + 1, summarize, f1, f2) for i in range(EDGEITEMS)] + ["..."] + \
-               [_str_with(a[i], indent + 1, summarize, f1, f2) for i in range(n - EDGEITEMS, n)]
-    else:
-        rows = [_str_with(a[i], indent + 1, summarize, f1, f2) for i in range(n)]
+    rows = [_str_with(a[i], cut[1:], indent + 1, f1, f2) for i in range(n)]
+    if cut[0]:
+        rows = rows[:EDGEITEMS] + ["..."] + rows[-EDGEITEMS:]
     return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(rows) + "]"
 
 
-def _values_str(a: np.ndarray, dtype, indent: int) -> str:
-    summarize = a.size > THRESHOLD
+def _values_str(t, indent: int) -> str:
+    dtype = t.dtype
+    if t.numel() > THRESHOLD:
+        a, cut = _edges(t)
+    else:
+        from .core import _download
+        a, cut = _download(t), (False,) * t.ndim
     if dtype.kind == T.KIND_FLOAT and dtype.itemsize < 4:
         a = a.astype(np.float32)
-    sample = _summarized(a) if summarize else a
     if dtype.kind == T.KIND_COMPLEX:
-        f1 = _Formatter(sample.real, True)
-        f2 = _Formatter(sample.imag, True)
-        return _str_with(a, indent, summarize, f1, f2)
-    f1 = _Formatter(sample, dtype.kind == T.KIND_FLOAT)
-    return _str_with(a, indent, summarize, f1, None)
+        f1 = _Formatter(a.real, True)
+        f2 = _Formatter(a.imag, True)
+        return _str_with(a, cut, indent, f1, f2)
+    f1 = _Formatter(a, dtype.kind == T.KIND_FLOAT)
+    return _str_with(a, cut, indent, f1, None)
 
 
 def _add_suffixes(text: str, suffixes: list[str], indent: int) -> str:
@@ -156,6 +170,5 @@ def tensor_repr(t) -> str:
     else:
         if dt not in (P.get_default_dtype(), P.default_complex_dtype(), T.int64, T.bool_):
             suffixes.append(f"dtype=nbx.{dt.name}")
-        from .core import _download
-        body = _values_str(_download(t), dt, indent)
+        body = _values_str(t, indent)
     return _add_suffixes(prefix + body, suffixes, indent)
