@@ -17,6 +17,8 @@ from .tensor.dlpack import from_dlpack
 from .shapes import broadcast_shapes
 from . import ops
 from . import nn
+from .ops.matmul import einsum
+from .ops.matmul_flags import backends, get_float32_matmul_precision, set_float32_matmul_precision
 
 # Operators generated from the op table (nbx.add, nbx.exp, ...); explicit definitions above take precedence.
 for _name, _fn in ops.dispatch.exports("torch").items():

@@ -14,6 +14,7 @@ from . import attention as _attention  # noqa: F401
 from . import decode_attention as _decode_attention  # noqa: F401
 from . import embedding as _embedding  # noqa: F401
 from . import rope as _rope  # noqa: F401
+from . import matmul as _matmul  # noqa: F401
 
 # Generate nbx.*, nn.functional.*, Tensor methods and operators from every record with a schema; families
 # imported above register first (keep this line last).
