@@ -123,3 +123,51 @@ def test_wrap_host_array_refuses_unaligned_strides():
     odd = np.ndarray((3,), dtype=np.int32, buffer=raw, offset=0, strides=(6,))
     with pytest.raises(ValueError, match="not multiples of the itemsize"):
         cpu.wrap_host_array(odd)
+
+
+class _HostBackedBackend:
+    """A stand-in device type ("xpu") whose memory is host memory reached only through the Backend protocol."""
+
+    type = "xpu"
+
+    def canonical(self, dev):
+        return nbx.device("xpu", dev.index or 0)
+
+    def allocate(self, nbytes, dev=None):
+        buf = np.zeros(nbytes, dtype=np.uint8)
+        return Storage(self.canonical(dev or nbx.device("xpu")), nbytes, 0x1000, buf, self)
+
+    def write(self, dst, offset, src):
+        dst.handle[offset:offset + src.nbytes] = src.reshape(-1).view(np.uint8)
+
+    def read(self, src, offset, nbytes):
+        return src.handle[offset:offset + nbytes].copy()
+
+    def copy(self, dst, dst_offset, src, src_offset, nbytes):
+        dst.handle[dst_offset:dst_offset + nbytes] = src.handle[src_offset:src_offset + nbytes]
+
+    def synchronize(self, dev):
+        return None
+
+
+def test_a_new_device_type_plugs_in_without_changing_tensor():
+    from nbxtensor.device import base
+    base.register_backend(_HostBackedBackend())
+    try:
+        x = nbx.arange(6, dtype=nbx.float32).to("xpu")
+        assert x.device == nbx.device("xpu:0") and not x.is_cpu
+        v = x.view(2, 3).t()[1:]
+        assert v.tolist() == [[1.0, 4.0], [2.0, 5.0]]
+        assert repr(v) == "tensor([[1., 4.],\n        [2., 5.]], device='xpu:0')"
+        a = v.numpy()  # a non-CPU tensor: numpy() copies (PyTorch raises; stated difference)
+        a[0, 0] = 99
+        assert v.tolist()[0][0] == 1.0
+        v.fill_(7)
+        v[0, 0] = 8.0
+        assert x.cpu().tolist() == [0.0, 8.0, 7.0, 3.0, 7.0, 7.0]
+        y = nbx.zeros(2, 3, device="xpu", dtype=nbx.float16)
+        y.copy_(nbx.tensor([1, 2, 3]))  # across devices, converting and broadcasting
+        assert y.to("cpu").tolist() == [[1.0, 2.0, 3.0]] * 2
+        assert nbx.tensor([[1.5]], device="xpu").item() == 1.5
+    finally:
+        del base._BACKENDS["xpu"]
