@@ -394,14 +394,29 @@ def _batch_norm_driver(rec, args, *, out=None, inplace=None):
 # ---------------------------------------------------------------------------------------------------------
 # Costs and records
 # ---------------------------------------------------------------------------------------------------------
+def _row_length(name: str, a: dict) -> int:
+    x = a["input"]
+    if name in ("layer_norm", "rms_norm"):
+        ns = a["normalized_shape"]
+        return numel(ns) if isinstance(ns, (list, tuple)) else int(ns)
+    if name == "group_norm":
+        return numel(x.shape[1:]) // max(int(a["num_groups"]), 1)
+    return 0
+
+
 def _cost(name: str, flops_per: int):
-    """Reads the input and the parameters once, writes the output once (a row longer than the arch's tile is
-    read twice; the declaration is the one-read minimum)."""
+    """Reads the input and the parameters once and writes the output once; a row longer than the device's
+    ``norm_rows`` tile is read twice (statistics, then output)."""
     def cost(*args, **kwargs) -> Cost:
         a = registry.get(name).extra["schema_obj"].bind(args, kwargs, fn=name)
         x = a["input"]
         params = sum(t.numel() * t.dtype.itemsize for k, t in a.items() if isinstance(t, Tensor) and k != "input")
-        return Cost(flops=flops_per * x.numel(), bytes_read=x.numel() * x.dtype.itemsize + params,
+        n = _row_length(name, a)
+        reads = 1
+        if n and x.numel():
+            tile = launch_config("norm_rows", x.device, dtypes=(x.dtype,), rows=max(x.numel() // n, 1), cols=n)
+            reads = 1 if n <= tile["BLOCK_N"] else 2
+        return Cost(flops=flops_per * x.numel(), bytes_read=reads * x.numel() * x.dtype.itemsize + params,
                     bytes_written=x.numel() * x.dtype.itemsize)
     return cost
 

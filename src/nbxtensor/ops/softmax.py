@@ -30,7 +30,7 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..runtime.configs import launch_config
 from ..runtime.triton_compat import jit, tl
-from ..shapes import wrap_dim
+from ..shapes import contiguous_strides, wrap_dim
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from .reduction import (FLOATS, canonical3, cdiv, check_input, collapse_dims, finish_out, launch_quiet, new_out,
@@ -233,16 +233,29 @@ def _driver(rec, args, *, out=None, inplace=None):
     return finish_out(o, work)
 
 
+def _passes(x: Tensor, dim: int) -> int:
+    """Reads of the input per launch: 1 when a row fits the arch's tile, 2 on the looped path."""
+    if x.ndim == 0 or x.numel() == 0:
+        return 1
+    can = canonical3(x.shape, x.stride(), [d == dim for d in range(x.ndim)]) or \
+        canonical3(x.shape, contiguous_strides(x.shape), [d == dim for d in range(x.ndim)])
+    (O, N, I), _, _ = can
+    if I == 1:
+        block = launch_config("softmax_rows", x.device, dtypes=(x.dtype,), rows=O, cols=N)["BLOCK_N"]
+    else:
+        block = launch_config("softmax_cols", x.device, dtypes=(x.dtype,), rows=N, cols=I)["BLOCK_N"]
+    return 1 if N <= block else 2
+
+
 def _cost(name: str):
-    """One read and one write of the tensor when a row fits one tile; a row longer than the arch's tile is
-    read twice (the looped path): the cost declares the single-tile traffic plus the second read in that case
-    is not known without the device's config, so the declaration is the one-read minimum (bytes a roofline
-    can trust as a lower bound). Flops: max, subtract, exp, sum, divide per element."""
+    """One read and one write of the tensor when a row fits one tile of the device's config; a longer row is
+    read twice (the looped path). Flops: max, subtract, exp, sum, divide per element."""
     def cost(*args, **kwargs) -> Cost:
         a = registry.get(name).extra["schema_obj"].bind(args, kwargs, fn=name)
         x = a["input"]
         res = a.get("dtype") or x.dtype
-        return Cost(flops=5 * x.numel(), bytes_read=x.numel() * x.dtype.itemsize,
+        reads = _passes(x, wrap_dim(a["dim"], x.ndim, fn=name))
+        return Cost(flops=5 * x.numel(), bytes_read=reads * x.numel() * x.dtype.itemsize,
                     bytes_written=x.numel() * res.itemsize)
     return cost
 
