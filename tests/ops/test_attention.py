@@ -285,3 +285,46 @@ def test_oracle_is_definition():
     w = np.exp(np.array([1.0, 0.0]) / math.sqrt(2))
     w /= w.sum()
     np.testing.assert_allclose(sdpa_oracle(q, k, v), (w[:, None] * v).sum(0)[None], rtol=1e-15)
+
+
+def _tma_runs(device) -> bool:
+    from nbxtensor.runtime.launcher import interpreting
+    if device == "cpu":
+        return interpreting()
+    return nbx.cuda.get_device_capability(nbx.device(device).index or 0)[0] >= 9
+
+
+@pytest.mark.parametrize("E,causal,ratio", [(64, False, 1), (80, True, 4), (128, True, 1)] if QUICK else
+                         [(64, False, 1), (64, True, 8), (80, True, 4), (96, False, 1), (128, True, 1),
+                          (128, False, 4), (256, True, 1)])
+def test_tensor_descriptor_kernel(E, causal, ratio, device):
+    """The Hopper path (keys and values through tensor descriptors, zero-filled past S and E) against the oracle;
+    runs under the interpreter and on GPUs of compute capability >= 9."""
+    if not _tma_runs(device):
+        pytest.skip("tensor descriptors run under the interpreter or on sm90+")
+    from nbxtensor.ops.attention import launch_attention, tma_ok
+    dt = T.bfloat16
+    rng = np.random.default_rng(E + ratio)
+    lens = _lens(device, dt, E)
+    L, S = lens[0], lens[-1]
+    q, k, v = draw(rng, (2, 8, L, E), dt), draw(rng, (2, 8 // ratio, S, E), dt), draw(rng, (2, 8 // ratio, S, E), dt)
+    tq, tk, tv = dev(q, device), dev(k, device), dev(v, device)
+    assert tma_ok(tk, tv)
+    out = nbx.empty(2, 8, L, E, dtype=nbx.bfloat16, device=device)
+    launch_attention(tq, tk, tv, None, out, scale=1 / math.sqrt(E), causal=causal, causal_off=S - L if causal else 0,
+                     group_k=ratio, group_v=ratio, tma=True)
+    ref, mag = sdpa_oracle(q, k, v, None, causal, None, ratio > 1, causal_offset=S - L if causal else 0,
+                           with_magnitude=True)
+    tol = attention_tolerance(dt, E)
+    check_close(out, ref, tol.rtol, tol.atol, mag, what=f"tma E={E} causal={causal} ratio={ratio}")
+
+
+def test_tma_rules():
+    """Tensor descriptors need 16-byte aligned bases and strides and a unit head-dim stride."""
+    from nbxtensor.ops.attention import tma_ok
+    a = nbx.empty(1, 2, 16, 64, dtype=nbx.bfloat16)
+    assert tma_ok(a, a)
+    assert not tma_ok(nbx.empty(1, 2, 16, 127, dtype=nbx.bfloat16), a)  # rows of 254 bytes
+    assert not tma_ok(a.transpose(2, 3), a)
+    assert not tma_ok(nbx.empty(1, 2, 16, 64), a)  # float32: the pointer kernel
+    assert not tma_ok(a[:, :, :, 1:], a)  # a base 2 bytes past alignment

@@ -28,7 +28,11 @@ that are not powers of two (80, 96, 127, 129, 255, ...) are padded to the next p
 with masked loads (``BLOCK_D``). The key loop runs in two stages: key tiles every row of the query tile sees
 in full need no bounds or causal masks; the diagonal and the ragged last tile do (Triton's fused-attention
 tutorial's split). Causal launches visit the longest query tiles first. A fully masked row keeps ``m = -inf``
-and ``l = 0`` and is written as 0. Statistics are float64 for float64 inputs.
+and ``l = 0`` and is written as 0. Statistics are float64 for float64 inputs. On Hopper (the arch table's
+``"TMA"``) keys and values of 16-bit dtypes with aligned strides arrive through tensor descriptors (the bulk
+tensor copy engine: rows past ``S`` and columns past ``E`` are zero-filled by the hardware), else through
+masked pointer loads that Triton pipelines with ``cp.async``; both compile to ``wgmma`` on sm90 (checked
+ahead of time with Triton's sm90 compiler: no register spills at the table's tiles).
 
 Query length 1 without a mask (a decode step) goes to the split-KV decode kernel of
 :mod:`.decode_attention`, which spreads the keys over many programs.
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import enum
 import math
+import warnings
 
 import numpy as np
 
@@ -176,31 +181,37 @@ def _round_p(p, IN_DT: tl.constexpr, UPCAST: tl.constexpr):
 
 
 @jit
-def _attn_inner(acc, l_i, m_i, q, k_base, v_base, mask_base, lo, hi, offs_m, offs_n, d_ok, dv_ok, m_ok,
-                skn, svn, smn, S, qk_scale, causal_off,
+def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo, hi, offs_m, offs_n, d_ok, dv_ok,
+                m_ok, skn, svn, smn, S, qk_scale, causal_off,
                 BOUNDS: tl.constexpr, DIAG: tl.constexpr, MASK_KIND: tl.constexpr, EXP2: tl.constexpr,
                 BLOCK_N: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
-                IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr):
+                IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr):
     """Fold key tiles ``[lo, hi)`` into ``(acc, l_i, m_i)``.
 
     ``k_base``: pointers ``[BLOCK_D, 1]`` to key row 0 (head-dim offsets); ``v_base``: ``[1, BLOCK_DV]``;
+    ``k_desc``/``v_desc``: tensor descriptors of the (batch, head)'s ``[S, E]`` / ``[S, Ev]`` rows when ``TMA``
+    (Hopper's bulk tensor copies; rows past ``S`` and columns past ``E`` arrive as zeros);
     ``mask_base``: ``[BLOCK_M, 1]`` to the mask's column 0 of each query row. ``BOUNDS`` masks keys ``>= S``;
     ``DIAG`` applies the causal diagonal ``j <= i + causal_off``. Scores are base-2 when ``EXP2``."""
     for start_n in range(lo, hi, BLOCK_N):
         n = start_n + offs_n
         n64 = n.to(tl.int64)
-        kp = k_base + (n64 * skn)[None, :]
         if BOUNDS:
             n_ok = n < S
-            if EVEN_D:
-                k = tl.load(kp, mask=n_ok[None, :], other=0.0)
-            else:
-                k = tl.load(kp, mask=d_ok[:, None] & n_ok[None, :], other=0.0)
+        if TMA:
+            k = k_desc.load([start_n, 0]).T
         else:
-            if EVEN_D:
-                k = tl.load(kp)
+            kp = k_base + (n64 * skn)[None, :]
+            if BOUNDS:
+                if EVEN_D:
+                    k = tl.load(kp, mask=n_ok[None, :], other=0.0)
+                else:
+                    k = tl.load(kp, mask=d_ok[:, None] & n_ok[None, :], other=0.0)
             else:
-                k = tl.load(kp, mask=d_ok[:, None], other=0.0)
+                if EVEN_D:
+                    k = tl.load(kp)
+                else:
+                    k = tl.load(kp, mask=d_ok[:, None], other=0.0)
         qk = tl.dot(q, _operand(k, UPCAST), input_precision=PREC, out_dtype=ACC)
         qk = qk * qk_scale
         if MASK_KIND == 1:
@@ -232,17 +243,20 @@ def _attn_inner(acc, l_i, m_i, q, k_base, v_base, mask_base, lo, hi, offs_m, off
             alpha = tl.exp(m_i - shift)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        vp = v_base + (n64 * svn)[:, None]
-        if BOUNDS:
-            if EVEN_DV:
-                v = tl.load(vp, mask=n_ok[:, None], other=0.0)
-            else:
-                v = tl.load(vp, mask=n_ok[:, None] & dv_ok[None, :], other=0.0)
+        if TMA:
+            v = v_desc.load([start_n, 0])
         else:
-            if EVEN_DV:
-                v = tl.load(vp)
+            vp = v_base + (n64 * svn)[:, None]
+            if BOUNDS:
+                if EVEN_DV:
+                    v = tl.load(vp, mask=n_ok[:, None], other=0.0)
+                else:
+                    v = tl.load(vp, mask=n_ok[:, None] & dv_ok[None, :], other=0.0)
             else:
-                v = tl.load(vp, mask=dv_ok[None, :], other=0.0)
+                if EVEN_DV:
+                    v = tl.load(vp)
+                else:
+                    v = tl.load(vp, mask=dv_ok[None, :], other=0.0)
         acc = tl.dot(_round_p(p, IN_DT, UPCAST), _operand(v, UPCAST), acc, input_precision=PREC, out_dtype=ACC)
         m_i = m_new
     return acc, l_i, m_i
@@ -256,7 +270,7 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
                      CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, EXP2: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                      EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr, IN_DT: tl.constexpr,
-                     PREC: tl.constexpr, ACC: tl.constexpr):
+                     PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr):
     """Attention forward for one tile of BLOCK_M query rows of one (batch, head): see the module docstring."""
     num_m = tl.cdiv(L, BLOCK_M)
     if CAUSAL:
@@ -289,6 +303,14 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
     k_base = K + z * skz + kh * skh + offs_d[:, None].to(tl.int64) * skd
     v_base = V + z * svz + vh * svh + offs_dv[None, :].to(tl.int64) * svd
     mask_base = MASK + z * smz + h64 * smh + m64[:, None] * smm
+    if TMA:  # the host checked TMA's rules: 16-byte aligned bases and row strides, unit head-dim stride
+        k_desc = tl.make_tensor_descriptor(K + z * skz + kh * skh, shape=[S, E], strides=[skn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V + z * svz + vh * svh, shape=[S, EV], strides=[svn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_DV])
+    else:
+        k_desc = k_base
+        v_desc = v_base
 
     m_i = tl.full([BLOCK_M], float("-inf"), ACC)
     l_i = tl.zeros([BLOCK_M], ACC)
@@ -304,12 +326,12 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
     else:
         hi = S
         full = (S // BLOCK_N) * BLOCK_N
-    acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, mask_base, 0, full, offs_m, offs_n, d_ok, dv_ok,
-                                m_ok, skn, svn, smn, S, qk_scale, causal_off, False, False, MASK_KIND, EXP2,
-                                BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC)
-    acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, mask_base, full, hi, offs_m, offs_n, d_ok, dv_ok,
-                                m_ok, skn, svn, smn, S, qk_scale, causal_off, True, CAUSAL, MASK_KIND, EXP2,
-                                BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC)
+    acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, full, offs_m, offs_n,
+                                d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, False, False, MASK_KIND,
+                                EXP2, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC, TMA)
+    acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, full, hi, offs_m, offs_n,
+                                d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, True, CAUSAL, MASK_KIND,
+                                EXP2, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC, TMA)
     # a row that saw no key has l = 0 and acc = 0: written as 0 (PyTorch >= 2.5), never 0/0
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc / l_safe[:, None]
@@ -329,17 +351,42 @@ def kernel_dtypes(dt) -> dict:
                 PREC="ieee" if dt in (T.float32, T.float64) else "tf32", ACC=acc)
 
 
+def tma_ok(k: Tensor, v: Tensor) -> bool:
+    """Whether the key/value tensors meet the rules of Hopper's bulk tensor copies as the kernel uses them: a
+    unit stride on the head dim, 16-byte aligned base addresses and batch/head/row strides (so each (batch,
+    head)'s rows start aligned), 16-bit elements."""
+    for t in (k, v):
+        it = t.dtype.itemsize
+        if t.dtype not in (T.float16, T.bfloat16) or t.stride(3) != 1 or t.data_ptr() % 16:
+            return False
+        if any((s * it) % 16 for s in t.stride()[:3]):
+            return False
+    return True
+
+
+_TMA_BROKEN: set = set()  # launch keys whose descriptor kernel failed to compile here: the pointer kernel runs
+
+
 def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: Tensor, *, scale: float,
-                     causal: bool, causal_off: int, group_k: int, group_v: int) -> None:
+                     causal: bool, causal_off: int, group_k: int, group_v: int, tma: bool | None = None) -> None:
     """Launch the attention forward on 4-d views ``q [Z, H, L, E]``, ``k [Z, H/group_k, S, E]``,
     ``v [Z, H/group_v, S, Ev]``, ``mask [Z, H, L, S]`` (any strides, 0 for broadcast dims; bool or additive;
-    or None) into ``out [Z, H, L, Ev]``."""
+    or None) into ``out [Z, H, L, Ev]``.
+
+    ``tma``: load keys and values with tensor descriptors (Hopper's bulk tensor copies); None follows the arch's
+    table (``"TMA"``) when :func:`tma_ok` holds. Should the descriptor kernel fail to compile, a warning says so
+    and the pointer kernel runs instead (remembered per launch key)."""
     Z, H, L, E = q.shape
     S, EV = k.shape[2], v.shape[3]
     dt = q.dtype
     mask_kind = 0 if mask is None else (1 if mask.dtype is T.bool_ else 2)
     bd, bdv = _pow2(E), _pow2(EV)
     cfg = launch_config("sdpa_fwd", q.device, dtypes=(dt,), head_dim=max(bd, bdv), q_len=max(L, 1))
+    table_tma = bool(cfg.pop("TMA", False))
+    use_tma = (table_tma if tma is None else bool(tma)) and tma_ok(k, v)
+    key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index)
+    if tma is None and key in _TMA_BROKEN:
+        use_tma = False
     exp2 = mask_kind != 2
     qk_scale = scale * LOG2E if exp2 else scale
     mk = mask if mask is not None else q  # an unused pointer when there is no mask (MASK_KIND == 0)
@@ -347,10 +394,23 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     num_m = -(-L // cfg["BLOCK_M"])
     for zh0 in range(0, Z * H, _MAX_GRID_Y):
         n = min(_MAX_GRID_Y, Z * H - zh0)
-        launch(_attn_fwd_kernel, (num_m, n), q, k, v, mk, out, *q.stride(), *k.stride(), *v.stride(), *ms,
-               *out.stride(), H, L, S, E, EV, group_k, group_v, zh0, float(qk_scale), int(causal_off),
-               CAUSAL=bool(causal), MASK_KIND=mask_kind, EXP2=exp2, BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd,
-               EVEN_DV=EV == bdv, **kernel_dtypes(dt), **cfg)
+        args = (q, k, v, mk, out, *q.stride(), *k.stride(), *v.stride(), *ms, *out.stride(), H, L, S, E, EV, group_k,
+                group_v, zh0, float(qk_scale), int(causal_off))
+        meta = dict(CAUSAL=bool(causal), MASK_KIND=mask_kind, EXP2=exp2, BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd,
+                    EVEN_DV=EV == bdv, **kernel_dtypes(dt), **cfg)
+        if use_tma:
+            try:
+                launch(_attn_fwd_kernel, (num_m, n), *args, TMA=True, **meta)
+                continue
+            except Exception as e:  # noqa: BLE001 - compilation happens before anything is queued
+                if tma is not None:
+                    raise
+                warnings.warn(f"scaled_dot_product_attention: the tensor-descriptor kernel failed ({type(e).__name__}:"
+                              f" {str(e).splitlines()[0] if str(e) else ''}); using the pointer kernel for {key}",
+                              RuntimeWarning, stacklevel=3)
+                _TMA_BROKEN.add(key)
+                use_tma = False
+        launch(_attn_fwd_kernel, (num_m, n), *args, TMA=False, **meta)
 
 
 # ---------------------------------------------------------------------------------------------------------
