@@ -315,6 +315,15 @@ def test_out_arguments(device):
     with pytest.warns(UserWarning):
         nbx.mean(x, 0, out=big)
     assert tuple(big.shape) == (3,)
+    # a non-contiguous out= whose layout does not match the input's groups (written through a temporary)
+    a = np.random.default_rng(3).standard_normal((4, 5, 6)).astype(np.float32)
+    xt = nbx.from_numpy(a).to(device).permute(2, 0, 1)  # (6, 4, 5)
+    o2 = nbx.empty(5, 6, device=device).t()  # (6, 5), strides (1, 6)
+    nbx.amax(xt, 1, out=o2)
+    np.testing.assert_array_equal(H.host(o2), a.transpose(2, 0, 1).max(axis=1))
+    o3 = nbx.empty(4, 6, device=device)[:, ::2]  # (4, 3) with a gap
+    nbx.sum(nbx.from_numpy(a[:, :3, :3].copy()).to(device), 1, out=o3)
+    np.testing.assert_allclose(H.host(o3), a[:, :3, :3].sum(axis=1), rtol=1e-5)
 
 
 def test_norms(device):

@@ -640,14 +640,15 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
     meta = dict(cfg)
     meta.update(consts)
     meta["STAGE"] = stage
+    grid = (cdiv(O, meta["BLOCK_M"]), split) if I == 1 else (O * cdiv(I, meta["BLOCK_I"]), split)
+    check(grid[0] < 2 ** 31, lambda: f"reduce: {grid[0]} programs exceed CUDA's grid limit (2**31 - 1)",
+          NotImplementedError)
     if I == 1:
-        grid = (cdiv(O, meta["BLOCK_M"]), split)
-        launch_quiet(_reduce_rows_kernel, grid, x0, x1, x2, y, y2, ws[0], ws[1], ws[2], O, R, chunk, n_total, sxo, sxr,
-               syo, sy2o, float(p), float(corr), **meta)
+        launch_quiet(_reduce_rows_kernel, grid, x0, x1, x2, y, y2, ws[0], ws[1], ws[2], O, R, chunk, n_total, sxo,
+                     sxr, syo, sy2o, float(p), float(corr), **meta)
     else:
-        grid = (O * cdiv(I, meta["BLOCK_I"]), split)
-        launch_quiet(_reduce_cols_kernel, grid, x0, x1, x2, y, y2, ws[0], ws[1], ws[2], I, R, chunk, n_total, sxo, sxr,
-               sxi, syo, syi, sy2o, sy2i, float(p), float(corr), **meta)
+        launch_quiet(_reduce_cols_kernel, grid, x0, x1, x2, y, y2, ws[0], ws[1], ws[2], I, R, chunk, n_total, sxo,
+                     sxr, sxi, syo, syi, sy2o, sy2i, float(p), float(corr), **meta)
 
 
 def _identities(kind: int, acc: DType):
