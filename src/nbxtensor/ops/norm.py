@@ -455,8 +455,21 @@ _RECORDS = (
      "Tensor? bias=None, bool training=False, float momentum=0.1, float eps=1e-05)", _batch_norm_driver,
      _cpu_batch_norm, _triton_batch_norm, _oracle_batch_norm, 4),
 )
+_DOCS = {
+    "layer_norm": "``(x - mean) / sqrt(var + eps) * weight + bias`` over the trailing ``normalized_shape`` dims "
+                  "(biased variance).",
+    "rms_norm": "``x / sqrt(mean(x**2) + eps) * weight`` over the trailing ``normalized_shape`` dims; ``eps=None`` "
+                "is ``finfo(input.dtype).eps``.",
+    "group_norm": "Per sample, statistics over each group of ``C / num_groups`` channels (and all spatial "
+                  "positions); affine per channel. Input ``(N, C, *)``.",
+    "batch_norm": "Inference batch norm with running statistics over channel dim 1; ``training=True`` raises "
+                  "NotImplementedError.",
+}
 for _name, _schema, _driver, _cpu, _tri, _oracle, _flops in _RECORDS:
+    _doc = (f"``{_schema}``\n\n    {_DOCS[_name]} Statistics in float32 (float64 for float64 inputs) by a stable "
+            "method; the result has the input's dtype. Raises RuntimeError/ValueError/TypeError for shapes and "
+            "arguments as PyTorch, NotImplementedError for non-floating inputs. See :mod:`nbxtensor.ops.norm`.\n")
     register(OpRecord(name=_name, family="norm", cpu=_cpu, triton=_tri, oracle=_oracle, cost=_cost(_name, _flops),
                       extra=dict(schema=_schema, driver=_driver, dtypes=FLOATS, method=False,
-                                 namespaces=("functional",), errors=_ERRORS[_name])))
-del _name, _schema, _driver, _cpu, _tri, _oracle, _flops
+                                 namespaces=("functional",), errors=_ERRORS[_name], doc=_doc)))
+del _name, _schema, _driver, _cpu, _tri, _oracle, _flops, _doc

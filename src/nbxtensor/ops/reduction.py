@@ -1358,10 +1358,55 @@ _ERRORS = {
 }
 
 
+_COMMON = """
+    Args (as PyTorch): ``input`` a tensor; ``dim`` an int, a tuple/list of ints, or None (``()``/``[]`` also
+    mean every dim); ``keepdim`` keeps reduced dims with size 1; ``dtype`` (where accepted) converts the input
+    first; ``out`` receives the result (resized as PyTorch's ``resize_output``).
+
+    Raises: IndexError (dim out of range, or an empty reduced dim where the op has no identity), RuntimeError
+    (repeated dims, dtype rules, ``out`` dtype), NotImplementedError (complex and float8 inputs), TypeError
+    (argument types). Semantics and accumulation dtypes: :mod:`nbxtensor.ops.reduction`.
+"""
+_DOCS = {
+    "sum": "Sum over ``dim`` (``torch.sum``): int64 for integer and bool inputs; float16/bfloat16 accumulate in "
+           "float32. Empty: 0.\n\n    >>> nbx.tensor([[1, 2], [3, 4]]).sum(1).tolist()\n    [3, 7]",
+    "nansum": "Sum treating NaN as 0 (``torch.nansum``). Empty: 0.",
+    "mean": "Arithmetic mean (``torch.mean``): floating inputs, or any input with a floating ``dtype=``. Empty: NaN.",
+    "nanmean": "Mean of the non-NaN elements (``torch.nanmean``); all-NaN rows give NaN.",
+    "prod": "Product over one int dim or all (``torch.prod``): int64 for integers and bool. Empty: 1.",
+    "amax": "Maximum over ``dim`` (``torch.amax``; default: all dims); NaN if any reduced element is NaN.",
+    "amin": "Minimum over ``dim`` (``torch.amin``); NaN if any reduced element is NaN.",
+    "all": "True where every reduced element is nonzero (NaN counts as nonzero); uint8 in, uint8 out. Empty: True.",
+    "any": "True where some reduced element is nonzero; uint8 in, uint8 out. Empty: False.",
+    "count_nonzero": "Number of nonzero elements over ``dim`` (int64; no keepdim, as PyTorch).",
+    "logsumexp": "``log(sum(exp(x)))`` over ``dim`` computed as ``m + log(sum(exp(x - m)))`` with ``m`` the maximum "
+                 "(+-inf rows give +-inf); integer inputs give the default float dtype. Empty: -inf.",
+    "var": "Variance with ``correction`` (default 1; ``unbiased=`` as PyTorch's legacy overloads): M2 / max(N - "
+           "correction, 0), so a non-positive divisor gives inf (or NaN when M2 is 0). Welford/Chan: no cancellation.",
+    "std": "Standard deviation: the square root of :func:`var`'s result.",
+    "var_mean": "(variance, mean) as a tuple (``torch.var_mean``); the mean is NaN where the variance is NaN.",
+    "std_mean": "(standard deviation, mean) as a tuple (``torch.std_mean``).",
+    "argmax": "Index of the maximum along an int dim, or the flat (row-major) index over all elements for "
+              "``dim=None``; NaN counts as the maximum and the first occurrence wins. int64.",
+    "argmin": "Index of the minimum; NaN counts as the extreme (PyTorch's rule); the first occurrence wins. int64.",
+    "max": "``max(input)``: the maximum (NaN propagates). ``max(input, dim, keepdim=False)``: named tuple "
+           "``(values, indices)``, first occurrence, NaN as the maximum. ``max(input, other)``: ``maximum``.",
+    "min": "``min(input)``, ``min(input, dim, keepdim)`` -> ``(values, indices)``, ``min(input, other)``: "
+           "``minimum``; NaN counts as the minimum.",
+    "aminmax": "Named tuple ``(min, max)`` over one int dim or all (``torch.aminmax``), one pass over the input.",
+    "vector_norm": "Vector norm (``torch.linalg.vector_norm``): ord 2 (default), 1, 0 (count of nonzeros), inf "
+                   "(max |x|), -inf (min |x|) or any p (``sum(|x|**p)**(1/p)``); floating inputs; ``dtype=`` may "
+                   "only widen. Empty: 0 for ord >= 0, an error otherwise.",
+    "norm": "``torch.norm`` for vector norms: ``p`` a number or ``'fro'`` (the 2-norm over ``dim``); ``'nuc'`` "
+            "is not implemented.",
+}
+
+
 def _reg(name: str, schema: str, driver, cpu, triton, oracle, *, method=True, namespaces=("torch",), **extra):
     rec = OpRecord(name=name, family="reduction", cpu=cpu, triton=triton, oracle=oracle, cost=_cost_of(name),
                    extra=dict(schema=schema, driver=driver, method=method, namespaces=namespaces,
-                              errors=_ERRORS.get(name, []), **extra))
+                              errors=_ERRORS.get(name, []), doc=f"``{schema}``\n\n    {_DOCS[name]}\n{_COMMON}",
+                              **extra))
     register(rec)
     return rec
 

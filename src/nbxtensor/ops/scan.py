@@ -394,10 +394,24 @@ _ERRORS = {
 }
 
 
+_DOCS = {
+    "cumsum": "Inclusive cumulative sum along ``dim`` (``torch.cumsum``): int64 for integer and bool inputs, "
+              "``dtype=`` converts first; float16/bfloat16 accumulate in float32.",
+    "cumprod": "Inclusive cumulative product along ``dim`` (``torch.cumprod``), result dtypes as ``cumsum``.",
+    "cummax": "Named tuple ``(values, indices)`` of the running maximum along ``dim``: ties take the later index; "
+              "a NaN stays the value and each later NaN takes the index (PyTorch's rule).",
+    "cummin": "Named tuple ``(values, indices)`` of the running minimum along ``dim`` (rules as ``cummax``).",
+    "logcumsumexp": "``log(cumsum(exp(x)))`` along ``dim`` without overflow (floating inputs only).",
+}
+
+
 def _reg(name: str, schema: str, oracle, dtypes, **extra):
+    doc = (f"``{schema}``\n\n    {_DOCS[name]}\n\n    Raises: IndexError (dim out of range), NotImplementedError "
+           "(unsupported dtypes), RuntimeError (``out`` dtype or device). Kernels and numerics: "
+           ":mod:`nbxtensor.ops.scan`.\n")
     rec = OpRecord(name=name, family="scan", cpu=_cpu_scan, triton=_triton_scan, oracle=oracle, cost=_cost_of(name),
                    extra=dict(schema=schema, driver=_scan_driver, dtypes=dtypes, errors=_ERRORS.get(name, []),
-                              **extra))
+                              doc=doc, **extra))
     register(rec)
 
 

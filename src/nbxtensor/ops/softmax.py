@@ -283,6 +283,10 @@ for _name in ("softmax", "log_softmax"):
                     cost=_cost(_name),
                     extra=dict(schema=f"{_name}(Tensor input, int dim, dtype? dtype=None, *, Tensor? out=None)",
                                driver=_driver, dtypes=FLOATS, errors=_ERRORS,
+                               doc=f"``{_name}(input, dim, dtype=None)`` along ``dim`` (nn.functional: ``dim=None`` "
+                                   "picks PyTorch's legacy implicit dim with a warning). The result has the input's "
+                                   "floating dtype or ``dtype``; an all -inf row gives NaN. Raises IndexError (dim), "
+                                   "NotImplementedError (integer results). Kernels: :mod:`nbxtensor.ops.softmax`.",
                                namespace_schemas={"functional": f"{_name}(Tensor input, int? dim=None, "
                                                                 f"int _stacklevel=3, dtype? dtype=None)"}))
     register(_rec)
