@@ -107,7 +107,7 @@ def test_error_inputs(rec, err, device):
                               **{k: H.materialize(v, device) for k, v in kwargs.items()})
 
 
-@pytest.mark.parametrize("n", [3, 40, 1000])
+@pytest.mark.parametrize("n", [3, 40, 1000] + ([] if H.QUICK else [20000]))  # 20000: the GPU's looped path
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 def test_all_minus_inf_row_is_nan(name, n, device):
     x = nbx.full((2, n), float("-inf"), device=device)
