@@ -1,6 +1,7 @@
-"""scaled_dot_product_attention against the float64 oracle: head dims {32, 64, 80, 96, 127, 128, 129, 192, 255, 256},
-sequence lengths BLOCK * k + 1 of the device's table, boolean and additive masks with fully masked rows, GQA ratios
-1/4/8, causal top-left and lower-right (PyTorch's bias objects), scale, layouts, errors as data, cost.
+"""scaled_dot_product_attention against the float64 oracle: head dims {32, 64, 80, 96, 112, 127, 128, 129, 160, 192,
+255, 256}, sequence lengths BLOCK * k + 1 of the device's table, boolean and additive masks with fully masked rows,
+GQA ratios 1/4/8, causal top-left and lower-right (PyTorch's bias objects), scale, layouts, the tensor-descriptor
+(Hopper) path, errors as data, cost.
 
 Tolerance: the record's declared rule (:func:`nbxtensor.ops.attention.attention_tolerance`),
 ``|out - ref| <= atol + rtol * (|ref| + P|V|)``. Runs on the ``device`` fixture; under
@@ -26,7 +27,7 @@ from attention_harness import GPU, QUICK, block_lengths, check_close, dev, draw,
 
 F = nbx.nn.functional
 REC = registry.get("scaled_dot_product_attention")
-HEAD_DIMS = [32, 64, 80, 96, 127, 128, 129, 192, 255, 256]
+HEAD_DIMS = [32, 64, 80, 96, 112, 127, 128, 129, 160, 192, 255, 256]
 DTYPES = [T.float32, T.bfloat16, T.float16, T.float64]
 
 

@@ -50,7 +50,7 @@ import warnings
 
 import numpy as np
 
-from .._errors import check, fail
+from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.tolerance import Tolerance, tolerance
@@ -701,8 +701,8 @@ _ERRORS = [
     ("mask shape", (_t(1, 2, 3, 8),) * 3, {"attn_mask": _t(4, 3, dtype=T.bool_)}, RuntimeError, "must match"),
     ("bias with is_causal", (_t(1, 2, 3, 8),) * 3, {"attn_mask": lambda dev: causal_lower_right(3, 3),
                                                     "is_causal": True}, ValueError, "causal=True"),
-    ("bias sizes", (_t(1, 2, 3, 8), _t(1, 2, 5, 8), _t(1, 2, 5, 8)), {"attn_mask": lambda dev: causal_lower_right(2, 5)},
-     RuntimeError, "was made for"),
+    ("bias sizes", (_t(1, 2, 3, 8), _t(1, 2, 5, 8), _t(1, 2, 5, 8)),
+     {"attn_mask": lambda dev: causal_lower_right(2, 5)}, RuntimeError, "was made for"),
 ]
 
 register(OpRecord(

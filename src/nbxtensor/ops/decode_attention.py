@@ -362,10 +362,15 @@ def _decode_cpu(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tenso
     host_view(out)[...] = cast_array(res, acc, out.dtype)
 
 
+def _f64(a) -> np.ndarray:
+    a = np.asarray(a)
+    return cast_array(a, T.dtype_from(a.dtype), T.float64)
+
+
 def decode_oracle(q, k_cache, v_cache, cache_seqlens=None, scale=None) -> np.ndarray:
     """float64 decode attention on host arrays: ``q [B, Hq, E]``, contiguous caches ``[B, Hkv, cap, D]``,
     lengths ``[B]`` (None: full)."""
-    qf, kf, vf = (cast_array(np.asarray(a), T.dtype_from(np.asarray(a).dtype), T.float64) for a in (q, k_cache, v_cache))
+    qf, kf, vf = (_f64(a) for a in (q, k_cache, v_cache))
     B, _, E = qf.shape
     n_b = _lens_host(cache_seqlens, B, kf.shape[2])
     sc = 1.0 / math.sqrt(E) if scale is None else scale
@@ -375,7 +380,7 @@ def decode_oracle(q, k_cache, v_cache, cache_seqlens=None, scale=None) -> np.nda
 
 def paged_decode_oracle(q, k_pages, v_pages, block_table, cache_seqlens, scale=None) -> np.ndarray:
     """float64 decode attention over a paged cache (host arrays), by gathering each sequence's rows."""
-    qf, kf, vf = (cast_array(np.asarray(a), T.dtype_from(np.asarray(a).dtype), T.float64) for a in (q, k_pages, v_pages))
+    qf, kf, vf = (_f64(a) for a in (q, k_pages, v_pages))
     bt = np.asarray(block_table)
     B, _, E = qf.shape
     n_b = _lens_host(cache_seqlens, B, bt.shape[1] * kf.shape[1])
@@ -766,8 +771,8 @@ class PagedKVCache:
         for sid in ids:
             check(sid in self._pages, lambda: f"PagedKVCache: unknown sequence {sid}")
             need = -(-(self._len[sid] + new_tokens) // self.block_size)
-            check(need <= self.max_blocks_per_seq, lambda: f"PagedKVCache: sequence {sid} would need {need} pages, more "
-                  f"than max_blocks_per_seq={self.max_blocks_per_seq}")
+            check(need <= self.max_blocks_per_seq, lambda: f"PagedKVCache: sequence {sid} would need {need} pages, "
+                  f"more than max_blocks_per_seq={self.max_blocks_per_seq}")
             while len(self._pages[sid]) < need:
                 check(self._free, lambda: f"PagedKVCache: out of pages ({self.num_blocks} in all)")
                 self._pages[sid].append(self._free.pop())
