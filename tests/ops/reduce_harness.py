@@ -8,7 +8,8 @@ compared with the record's float64 oracle on the same values: the oracle's resul
 and compared with :func:`nbxtensor.dtypes.tolerance` widened by the reduced length (NaN equals NaN; infinities
 must match; integers, bool and indices exact).
 
-``NBX_TEST_QUICK=1`` (the interpreter tier) shrinks shapes and subsamples the dtype x layout matrix.
+``NBX_TEST_QUICK=1`` (the interpreter tier) shrinks shapes and subsamples the dtype x layout matrix; the GPU tier
+(``NBX_TEST_DEVICE=cuda``) subsamples the same way but keeps full shapes (``SUBSAMPLE``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from nbxtensor.runtime.configs import launch_config
 QUICK = os.environ.get("NBX_TEST_QUICK", "0") == "1"
 DEVICE = os.environ.get("NBX_TEST_DEVICE", "cpu")
 GPU = DEVICE.startswith("cuda")
+# The interpreter tier (slow kernels) and the GPU tier (every constexpr combination compiles once) subsample the
+# dtype x layout matrix; the GPU keeps realistic shapes.
+SUBSAMPLE = QUICK or GPU
 FLOATS = [T.float16, T.bfloat16, T.float32, T.float64]
 QUICK_DTYPES = [T.float32, T.float16, T.bfloat16, T.float64, T.int32, T.uint8, T.bool_, T.int64]
 
@@ -44,7 +48,7 @@ def records(family: str) -> list:
 
 def test_dtypes(rec) -> list:
     ds = [d for d in T.DTYPES if d in rec.extra["dtypes"]]
-    if QUICK:
+    if SUBSAMPLE:
         return [d for d in QUICK_DTYPES if d in ds][:4]
     return ds
 
@@ -114,6 +118,11 @@ def layouts() -> list[str]:
     if not QUICK and not GPU:
         base.append("odd_big")
     return base
+
+
+def ndim_for(layout: str) -> int:
+    """The rank of ``shape_for(layout, ...)`` (no device query: safe at collection time)."""
+    return {"scalar0d": 0, "long1d": 1, "permuted3d": 3, "contig3d": 3}.get(layout, 2)
 
 
 def shape_for(layout: str, device, op: str = "reduce_rows", key: str = "BLOCK_R"):

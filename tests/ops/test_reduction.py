@@ -37,30 +37,28 @@ def _dim_specs(rec, ndim: int) -> list:
 
 def _cases():
     out = []
-    layouts = [la for la in H.layouts() + ["contig3d"] if not (H.QUICK and la == "zero_reduced")]
+    layouts = [la for la in H.layouts() + ["contig3d"] if not (H.SUBSAMPLE and la == "zero_reduced")]
     for rec in RECS:
         variants = list(rec.extra.get("variants", ({},)))
-        dts = H.test_dtypes(rec)[: (3 if H.QUICK else None)]
+        dts = H.test_dtypes(rec)[: (3 if H.SUBSAMPLE else None)]
         k = 0
         for dt in dts:
             for layout in layouts:
-                nd = len(H.shape_for(layout if layout != "contig3d" else "permuted3d", H.DEVICE))
-                specs = _dim_specs(rec, nd)
+                specs = _dim_specs(rec, H.ndim_for(layout))
                 spec = specs[k % len(specs)]
                 keep = rec.extra["dim_mode"] != "multi_nokeep" and k % 2 == 1
                 out.append((rec.name, dt.name, layout, spec, keep, variants[k % len(variants)]))
                 k += 1
         # every dim spec and keepdim on a few layouts in float32 (or the first dtype)
         dt = T.float32 if T.float32 in dts else dts[0]
-        for layout in (["contiguous", "contig3d"] if H.QUICK else
+        for layout in (["contiguous", "contig3d"] if H.SUBSAMPLE else
                        ["contiguous", "transposed", "sliced", "permuted3d", "contig3d", "expanded"]):
-            nd = len(H.shape_for(layout if layout != "contig3d" else "permuted3d", H.DEVICE))
-            for spec in _dim_specs(rec, nd):
-                for keep in ((False,) if rec.extra["dim_mode"] == "multi_nokeep" or (H.QUICK and layout != "contiguous")
+            for spec in _dim_specs(rec, H.ndim_for(layout)):
+                for keep in ((False,) if rec.extra["dim_mode"] == "multi_nokeep" or (H.SUBSAMPLE and layout != "contiguous")
                              else (False, True)):
                     out.append((rec.name, dt.name, layout, spec, keep, {}))
         for j, v in enumerate(variants[1:]):
-            for dt in [d for d in (T.float32, T.float16, T.float64) if d in dts][: (1 if H.QUICK else 3)]:
+            for dt in [d for d in (T.float32, T.float16, T.float64) if d in dts][: (1 if H.SUBSAMPLE else 3)]:
                 out.append((rec.name, dt.name, ("contiguous", "transposed", "permuted3d")[j % 3], -1, False, v))
     return out
 
@@ -139,11 +137,11 @@ def _special_cases():
     out = []
     for rec in RECS:
         dts = [d for d in H.FLOATS if d in rec.extra["dtypes"]]
-        if H.QUICK:
+        if H.SUBSAMPLE:
             dts = [d for d in dts if d in (T.float32, T.bfloat16)]
         for dt in dts:
-            for spec in _dim_specs(rec, 2)[: (2 if H.QUICK else 3)]:
-                for v in rec.extra.get("variants", ({},))[: (1 if H.QUICK else 7)]:
+            for spec in _dim_specs(rec, 2)[: (2 if H.SUBSAMPLE else 3)]:
+                for v in rec.extra.get("variants", ({},))[: (1 if H.SUBSAMPLE else 7)]:
                     out.append((rec.name, dt.name, spec, v))
     return out
 

@@ -31,12 +31,11 @@ def _dims(ndim: int) -> list:
 def _cases():
     out = []
     for rec in RECS:
-        dts = H.test_dtypes(rec)[: (3 if H.QUICK else None)]
+        dts = H.test_dtypes(rec)[: (3 if H.SUBSAMPLE else None)]
         k = 0
         for dt in dts:
             for layout in LAYOUTS:
-                nd = len(H.shape_for("permuted3d" if layout == "contig3d" else layout, H.DEVICE, "scan_rows"))
-                ds = _dims(nd)
+                ds = _dims(H.ndim_for(layout))
                 out.append((rec.name, dt.name, layout, ds[k % len(ds)], {}))
                 k += 1
         dt = T.float32 if T.float32 in dts else dts[0]
@@ -83,7 +82,7 @@ def test_against_oracle(case, device):
 
 
 SPECIAL = [(r.name, d.name, dim) for r in RECS for d in H.FLOATS
-           if d in r.extra["dtypes"] and (not H.QUICK or d in (T.float32, T.bfloat16)) for dim in (0, 1)]
+           if d in r.extra["dtypes"] and (not H.SUBSAMPLE or d in (T.float32, T.bfloat16)) for dim in (0, 1)]
 
 
 @pytest.mark.parametrize("case", SPECIAL, ids=[f"{c[0]}-{c[1]}-dim{c[2]}" for c in SPECIAL])
