@@ -20,6 +20,8 @@ def device():
         import nbxtensor as nbx
         if not nbx.cuda.is_available():
             pytest.skip("NBX_TEST_DEVICE=cuda but no CUDA device is available")
+        # With an index, as tensors report it: PyTorch's device("cuda") != device("cuda:0"), and so is ours.
+        return TEST_DEVICE if ":" in TEST_DEVICE else f"cuda:{nbx.cuda.current_device()}"
     return TEST_DEVICE
 
 

@@ -162,7 +162,9 @@ def test_every_dtype_round_trips_bit_exactly(dt):
     assert back.view(np.uint8).tobytes() == host.view(np.uint8).tobytes()    # NaN payloads included
     assert g.cuda() is g
     t = x.t().cuda()                                     # a non-contiguous source
-    assert t.cpu().numpy().view(np.uint8).tobytes() == np.ascontiguousarray(host.T).view(np.uint8).tobytes()
+    # .to() keeps the dense transposed strides (PyTorch's preserve_format), so compare C-ordered bytes
+    assert np.ascontiguousarray(t.cpu().numpy()).view(np.uint8).tobytes() == \
+        np.ascontiguousarray(host.T).view(np.uint8).tobytes()
     z = nbx.zeros(5, 3, dtype=dt, device="cuda")
     assert not z.cpu().numpy().view(np.uint8).any()
 
@@ -351,3 +353,11 @@ def test_driver_errors_are_decoded_on_the_real_driver():
     with pytest.raises(D.CudaError) as ei:
         D.call(D.cu.cuMemFree, 0xDEAD0000)
     assert ei.value.name.startswith("CUDA_ERROR_") and "cuMemFree(0xdead0000)" in str(ei.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_CUDA, reason="no CUDA device")
+def test_bare_cuda_device_reaching_the_backend_allocates_on_the_current_device():
+    from nbxtensor.tensor.core import new_empty
+    t = new_empty((3,), nbx.float32, nbx.device("cuda"))   # no index: internal callers may pass one
+    assert t.device == nbx.device("cuda", nbx.cuda.current_device())

@@ -156,6 +156,8 @@ class CudaBackend:
             TypeError / ValueError: ``nbytes`` not a non-negative int.
             nbxtensor.OutOfMemoryError: see :class:`~nbxtensor.memory.caching.CachingAllocator`.
         """
+        if dev.index is None:  # a bare nbx.device("cuda") reaching the backend directly: the current device
+            dev = self.canonical(dev)
         i = dev.index
         if nbytes == 0 and type(nbytes) is int:
             return CudaStorage(dev, 0, 0, None, self)
