@@ -563,6 +563,24 @@ class _Terminated(Exception):
     pass
 
 
+class _TorchImportWatch:
+    """Records where ``torch`` is first imported in this process (the library must never import it), so the
+    summary can name the culprit instead of only noticing it."""
+
+    def __init__(self):
+        self.where = ""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" and not self.where:
+            import traceback
+            self.where = "".join(traceback.format_stack(limit=25)[:-1])
+        return None
+
+
+_TORCH_WATCH = _TorchImportWatch()
+sys.meta_path.insert(0, _TORCH_WATCH)
+
+
 def main(argv=None) -> int:
     a = parse_args(argv)
     t_start = time.monotonic()
@@ -662,8 +680,8 @@ def main(argv=None) -> int:
                       f"({peaks.get('source', '')})") if peaks else "unknown",
             "timing": (f"warm-up {timing.warmup_ms} ms, ~{timing.rep_ms} ms of runs ({timing.min_reps}-"
                        f"{timing.max_reps}), L2 flush {timing.flush_bytes >> 20} MiB before each run"),
-            "torch_in_library_process": "yes (a bug: the library must never import torch)"
-            if "torch" in sys.modules else "no",
+            "torch_in_library_process": ("yes (a bug: the library must never import torch); first imported from:\n"
+                                         + _TORCH_WATCH.where) if "torch" in sys.modules else "no",
             "not_benchmarked": not_benchmarked, "stale_entries": stale, "notes": "; ".join(notes)}
     done = {row_key(r) for r in rows}
     rows = [r for k, r in earlier.items() if k not in done] + rows
