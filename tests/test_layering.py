@@ -32,12 +32,6 @@ LAYERS: list[set[str]] = [
 ALLOWED: dict[tuple[str, str], str] = {
     ("nbxtensor.cuda", "nbxtensor.tensor.core"):
         "pin_memory() returns a Tensor over page-locked host memory; the rest of nbxtensor.cuda stays below tensor",
-    ("nbxtensor.ops.rope", "nbxtensor.nn.functional"):
-        "PENDING FIX (reported): RotaryEmbedding.forward calls F.rotary_embedding lazily; it should call the ops "
-        "function of its own module instead of the nn namespace above it",
-    ("nbxtensor.ops.decode_attention", "nbxtensor.nn.functional"):
-        "PENDING FIX (reported): PagedKVCache calls F.paged_kv_append / F.paged_decode_attention lazily; it should "
-        "call the ops functions of its own module instead of the nn namespace above it",
 }
 
 

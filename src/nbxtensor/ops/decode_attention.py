@@ -805,14 +805,12 @@ class PagedKVCache:
         st = self._cur()
         check(key.shape[2] == st["new"], lambda: f"PagedKVCache.append: expected {st['new']} new tokens per sequence, "
               f"got {key.shape[2]}")
-        from ..nn import functional as F
-        F.paged_kv_append(self.k[layer], self.v[layer], st["block_table"], st["before"], key, value, check=False)
+        registry.get("paged_kv_append").extra["function"](self.k[layer], self.v[layer], st["block_table"], st["before"], key, value, check=False)
 
     def decode(self, layer: int, query: Tensor, *, scale: float | None = None) -> Tensor:
         """Decode attention of ``query [B, Hq, D]`` over ``layer``'s pages, the step's new rows included."""
         st = self._cur()
-        from ..nn import functional as F
-        return F.paged_decode_attention(query, self.k[layer], self.v[layer], st["block_table"], st["after"],
+        return registry.get("paged_decode_attention").extra["function"](query, self.k[layer], self.v[layer], st["block_table"], st["after"],
                                         scale=scale)
 
     def end_step(self) -> None:

@@ -269,8 +269,7 @@ class RotaryEmbedding:
             if seq_len is None:
                 seq_len = int(position_ids.cpu().numpy().max()) + 1 if position_ids.numel() else 0
             self.update(seq_len)
-        from ..nn import functional as F
-        return F.rotary_embedding(query, key, position_ids, self.frequencies(), self.attention_scaling,
+        return registry.get("rotary_embedding").extra["function"](query, key, position_ids, self.frequencies(), self.attention_scaling,
                                   self.interleaved, inplace=inplace)
 
 
