@@ -195,3 +195,40 @@ def materialize(v, device):
 
 def error_cases(family: str) -> list:
     return [(r, e) for r in records(family) for e in r.extra.get("errors", [])]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Ahead-of-time compilation for the H200 (sm90) on a machine without a GPU
+# ---------------------------------------------------------------------------------------------------------
+def aot_skip_reason() -> str | None:
+    """Why kernels cannot be compiled ahead of time here (None when they can): the interpreter tier replaces
+    ``@jit`` functions by interpreted ones; the GPU tier compiles them for real anyway."""
+    if os.environ.get("NBX_TRITON_INTERPRET", "0") == "1" or os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return "interpreter tier: kernels are interpreted, not compiled"
+    if GPU:
+        return "GPU tier: the kernels are compiled and run by the other tests"
+    try:
+        import triton  # noqa: F401
+        from triton.backends.compiler import GPUTarget  # noqa: F401
+    except ImportError:
+        return "Triton is not installed"
+    return None
+
+
+def nbx_dtype(tl_dtype):
+    """The table row of a Triton dtype (``tl.float32`` -> ``nbx.float32``)."""
+    from nbxtensor.ops.triton_helpers import TL_DTYPES
+    return T.dtype_from({v: k for k, v in TL_DTYPES.items()}[tl_dtype])
+
+
+def compile_sm90(fn, types: dict, constexprs: dict, num_warps: int = 4):
+    """Compile ``@jit`` kernel ``fn`` for sm90 down to a cubin (Triton's LLVM and the bundled ptxas; no GPU
+    needed): ``types`` maps every non-constexpr argument to Triton's signature type (``"*bf16"``, ``"i64"``)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    sig = {name: ("constexpr" if name in constexprs else types[name]) for name in fn.arg_names}
+    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": num_warps})
+    assert k.asm.get("cubin"), "no cubin produced"
+    return k

@@ -186,3 +186,24 @@ def test_records_are_whole():
         assert not hasattr(nbx.Tensor, rec.name) and hasattr(F, rec.name)
     c = registry.get("layer_norm").cost(nbx.zeros(4, 8), [8], nbx.ones(8), nbx.zeros(8))
     assert c.bytes_read == 4 * 32 + 64 and c.bytes_written == 128
+
+
+@pytest.mark.parametrize("one_tile", [True, False])
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("xt,wt", [("*bf16", "*fp32"), ("*fp64", "*fp64")])
+def test_kernels_compile_for_sm90(xt, wt, rms, one_tile):
+    """The norm kernels compile for the H200 (sm90) here, without a GPU (Triton's LLVM and bundled ptxas)."""
+    reason = H.aot_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import triton.language as tl
+    from nbxtensor.ops import norm as N
+    acc = tl.float64 if xt == "*fp64" else tl.float32
+    types = {"x_ptr": xt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "N": "i32", "G": "i32", "CPG": "i32",
+             "HW": "i32", "eps": "fp32"}
+    H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=one_tile, ACC=acc,
+                                                    BLOCK_M=1, BLOCK_N=8192), num_warps=16)
+    if not rms and one_tile:
+        types = {"x_ptr": xt, "rm_ptr": wt, "rv_ptr": wt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "S": "i32",
+                 "C": "i32", "eps": "fp32"}
+        H.compile_sm90(N._batch_norm_kernel, types, dict(HAS_W=True, HAS_B=True, ACC=acc, BLOCK_M=4, BLOCK_S=1024))

@@ -334,3 +334,54 @@ def test_norms(device):
     h = nbx.tensor([3e4, 4e4], dtype=nbx.float16, device=device)
     assert nbx.vector_norm(h).item() == pytest.approx(5e4, rel=1e-3)  # squares overflow float16: fp32 accumulation
     assert nbx.vector_norm(h, dtype=nbx.float64).dtype is nbx.float64
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The kernels compile for the H200 (sm90) here, without a GPU
+# ---------------------------------------------------------------------------------------------------------
+_AOT = [  # (kind, pre, fin, input type, acc, loadt, out, out2): one per state kind and transform
+    ("K_SUM", "P_NONE", "F_NONE", "*bf16", "fp32", "fp32", "*bf16", "*bf16"),
+    ("K_SUM", "P_NONE", "F_DIV_N", "*fp16", "fp32", "fp32", "*fp16", "*fp16"),
+    ("K_SUM", "P_NONZERO", "F_NONE", "*i1", "i64", "i64", "*i64", "*i64"),
+    ("K_MIN", "P_NONZERO", "F_NONE", "*fp32", "i32", "fp32", "*i1", "*i1"),
+    ("K_PROD", "P_NONE", "F_NONE", "*fp64", "fp64", "fp64", "*fp64", "*fp64"),
+    ("K_MAX", "P_NONE", "F_NONE", "*i8", "i64", "i64", "*i8", "*i8"),
+    ("K_ARGMAX", "P_NONE", "F_NONE", "*bf16", "fp32", "fp32", "*bf16", "*i64"),
+    ("K_MINMAX", "P_NONE", "F_NONE", "*fp32", "fp32", "fp32", "*fp32", "*fp32"),
+    ("K_WELFORD", "P_NONE", "F_STD", "*bf16", "fp32", "fp32", "*bf16", "*bf16"),
+    ("K_LSE", "P_NONE", "F_LSE", "*fp16", "fp32", "fp32", "*fp16", "*fp16"),
+    ("K_NANMEAN", "P_NONE", "F_RATIO", "*fp32", "fp32", "fp32", "*fp32", "*fp32"),
+    ("K_SUM", "P_POW", "F_ROOT_P", "*fp64", "fp64", "fp64", "*fp64", "*fp64"),
+]
+
+
+# every kind single-pass (STAGE 0); the split stages (1: write states, 2: combine them) for the multi-state kinds
+_AOT_CASES = [(c, 0) for c in _AOT] + [(c, s) for c in _AOT for s in (1, 2)
+                                       if c[0] in ("K_ARGMAX", "K_WELFORD", "K_LSE", "K_NANMEAN", "K_SUM")
+                                       and c[1] == "P_NONE" and c[2] == "F_NONE" or c[0] in ("K_WELFORD", "K_LSE",
+                                                                                               "K_NANMEAN")]
+
+
+@pytest.mark.parametrize("case,stage", _AOT_CASES, ids=[f"{c[0]}-{c[1]}-{c[3]}-stage{s}" for c, s in _AOT_CASES])
+def test_kernels_compile_for_sm90(case, stage):
+    reason = H.aot_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import triton.language as tl
+    from nbxtensor.ops import reduction as R
+    kind, pre, fin = getattr(R, case[0]), getattr(R, case[1]), getattr(R, case[2])
+    xt, acc, loadt, yt, y2t = case[3], getattr(tl, {"fp32": "float32", "fp64": "float64", "i64": "int64",
+                                                   "i32": "int32"}[case[4]]), case[5], case[6], case[7]
+    loadt = getattr(tl, {"fp32": "float32", "fp64": "float64", "i64": "int64"}[loadt])
+    ident, ident2 = R._identities(kind, H.nbx_dtype(acc))
+    ws = ("*" + case[4], "*i64" if kind in (R.K_ARGMAX, R.K_ARGMIN) else "*" + case[4], "*" + case[4])
+    x = xt if stage < 2 else ws[0]
+    types = {"x_ptr": x, "x1_ptr": ws[1] if stage == 2 else x, "x2_ptr": ws[2] if stage == 2 else x, "y_ptr": yt,
+             "y2_ptr": y2t, "w0_ptr": ws[0], "w1_ptr": ws[1], "w2_ptr": ws[2], "O": "i32", "I": "i32", "R": "i32",
+             "chunk": "i32", "n_total": "i64", "sxo": "i64", "sxr": "i64", "sxi": "i64", "syo": "i64", "syi": "i64",
+             "sy2o": "i64", "sy2i": "i64", "p": "fp32", "corr": "fp32"}
+    consts = dict(KIND=kind, PRE=pre, FIN=fin, STAGE=stage, HAS_Y=True, HAS_Y2=kind in (R.K_ARGMAX, R.K_MINMAX,
+                                                                                      R.K_WELFORD),
+                  LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2)
+    H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=2, BLOCK_R=2048), num_warps=8)
+    H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=16, BLOCK_I=256), num_warps=8)

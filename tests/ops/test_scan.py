@@ -154,3 +154,23 @@ def test_out_and_methods(device):
     r = nbx.cummin(x, 0, out=(v, i))
     assert r.values is v and i.tolist() == [[0, 0, 0], [1, 1, 1]]
     assert x.cumprod(dim=1).tolist() == [[1.0, 1.0, 1.0]] * 2
+
+
+@pytest.mark.parametrize("kind", range(5))
+@pytest.mark.parametrize("xt", ["*bf16", "*i32", "*fp64"])
+def test_kernels_compile_for_sm90(kind, xt):
+    """The scan kernels compile for the H200 (sm90) here, without a GPU (Triton's LLVM and bundled ptxas)."""
+    reason = H.aot_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import triton.language as tl
+    from nbxtensor.ops import scan as S
+    if kind == S.S_LSE and xt == "*i32":
+        pytest.skip("logcumsumexp takes floating inputs")
+    acc = {"*bf16": tl.float32, "*i32": tl.int64, "*fp64": tl.float64}[xt]
+    yt = "*i64" if xt == "*i32" else xt
+    types = {"x_ptr": xt, "y_ptr": yt, "yi_ptr": "*i64", "O": "i32", "I": "i32", "R": "i32", "sxo": "i64", "sxr": "i64",
+             "sxi": "i64", "syo": "i64", "syr": "i64", "syi": "i64", "sio": "i64", "sir": "i64", "sii": "i64"}
+    consts = dict(KIND=kind, HAS_I=kind in (S.S_MAX, S.S_MIN), ACC=acc, IDENT=S._ident(kind, H.nbx_dtype(acc)))
+    H.compile_sm90(S._scan_rows_kernel, types, dict(consts, BLOCK_M=4, BLOCK_R=512))
+    H.compile_sm90(S._scan_cols_kernel, types, dict(consts, BLOCK_R=16, BLOCK_I=128))

@@ -147,3 +147,20 @@ def test_records_are_whole():
         assert rec.cpu and rec.triton and rec.oracle and rec.extra["errors"], rec.name
         c = rec.cost(nbx.zeros(4, 5, dtype=nbx.float16), 1)
         assert c.bytes_read == 40 and c.bytes_written == 40 and c.flops == 100
+
+
+@pytest.mark.parametrize("one_tile", [True, False])
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("xt", ["*bf16", "*fp64"])
+def test_kernels_compile_for_sm90(xt, log, one_tile):
+    """The softmax kernels (one-tile and looped paths) compile for the H200 (sm90) here, without a GPU."""
+    reason = H.aot_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import triton.language as tl
+    from nbxtensor.ops import softmax as SM
+    types = {"x_ptr": xt, "y_ptr": xt, "O": "i32", "I": "i32", "N": "i32", "sxo": "i64", "sxn": "i64", "sxi": "i64",
+             "syo": "i64", "syn": "i64", "syi": "i64"}
+    consts = dict(LOG=log, ONE_TILE=one_tile, ACC=tl.float64 if xt == "*fp64" else tl.float32)
+    H.compile_sm90(SM._softmax_rows_kernel, types, dict(consts, BLOCK_M=1, BLOCK_N=8192), num_warps=16)
+    H.compile_sm90(SM._softmax_cols_kernel, types, dict(consts, BLOCK_N=32, BLOCK_I=128))
