@@ -229,6 +229,6 @@ def compile_sm90(fn, types: dict, constexprs: dict, num_warps: int = 4):
     from triton.compiler import ASTSource
     sig = {name: ("constexpr" if name in constexprs else types[name]) for name in fn.arg_names}
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
-                       options={"num_warps": num_warps})
+                       options={"num_warps": num_warps, "enable_reflect_ftz": False})
     assert k.asm.get("cubin"), "no cubin produced"
     return k

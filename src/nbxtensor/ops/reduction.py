@@ -62,8 +62,8 @@ from ..shapes import numel, wrap_dim
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from .registry import Cost, OpRecord, register
-from .triton_helpers import (TL_DTYPES, argmax_combine, argmin_combine, convert, maximum, minimum,
-                             nan_argmax, nan_argmin, nan_max, nan_min)
+from .triton_helpers import (TL_DTYPES, argmax_combine, argmin_combine, convert, ieee_options, libdevice, maximum,
+                             minimum, nan_argmax, nan_argmin, nan_max, nan_min)
 
 __all__ = ["return_types", "canonical3", "memory_groups", "collapse_dims", "reduce_dims", "acc_dtype",
            "launch_reduction", "launch_quiet", "FLOATS", "INTS", "BARE_UINTS", "cdiv", "check_input", "compute_input",
@@ -259,7 +259,7 @@ def _element_state(raw, idx, KIND: tl.constexpr, PRE: tl.constexpr, LOADT: tl.co
     elif PRE == 2:
         x = x * x
     elif PRE == 3:
-        x = tl.exp2(_as(p, LOADT) * tl.log2(tl.abs(x)))  # |x|**p; |0|**p = 0 (p > 0), inf (p < 0)
+        x = libdevice.pow(tl.abs(x), _as(p, LOADT))  # |0|**p = 0 (p > 0), inf (p < 0)
     elif PRE == 4:
         x = x != 0
     elif PRE == 5:
@@ -328,6 +328,26 @@ def _combine(a, b, c, va, vb, vc, m, KIND: tl.constexpr):
 
 
 @jit
+def _fold(a, b, c, va, vb, vc, m, step, KIND: tl.constexpr, STAGE: tl.constexpr, ACC: tl.constexpr):
+    """Fold this iteration's values (one per lane) into the lane states.
+
+    A variance's raw elements take Welford's one-element step (mean += d / n; M2 += d * (x - mean), so an inf
+    makes M2 NaN as in PyTorch) with one reciprocal per iteration instead of a division per element: every
+    active lane has seen exactly ``step`` elements before, because a lane only ever runs out at the end of its
+    range. Everything else combines states (:func:`_combine`)."""
+    if KIND == 7 and STAGE != 2:
+        inv = 1.0 / _as(step + 1, ACC)
+        d = va - a
+        na = a + d * inv
+        a = tl.where(m, na, a)
+        b = tl.where(m, b + d * (va - na), b)
+        c = tl.where(m, c + 1.0, c)
+    else:
+        a, b, c = _combine(a, b, c, va, vb, vc, m, KIND)
+    return a, b, c
+
+
+@jit
 def _lanes(a, b, c, AXIS: tl.constexpr, KIND: tl.constexpr):
     """Combine the lane states across ``AXIS`` (the final tree of the reduction)."""
     if KIND == 0:
@@ -374,7 +394,7 @@ def _finish(ra, rb, rc, n_total, p, corr, FIN: tl.constexpr, ACC: tl.constexpr):
     elif FIN == 2:
         res = sqrt_rn(ra)
     elif FIN == 3:
-        res = tl.exp2(tl.log2(ra) / _as(p, ACC))
+        res = libdevice.pow(ra, 1.0 / _as(p, ACC))
     elif FIN == 4 or FIN == 5:
         # PyTorch: divisor max(N - correction, 0); M2 / 0 gives inf, 0 / 0 NaN.
         div = tl.maximum(rc - _as(corr, ACC), 0.0)
@@ -461,7 +481,7 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
             raw = tl.load(x_ptr + off, mask=m)
             idx = tl.broadcast_to(r[None, :], [BLOCK_M, BLOCK_R])
             va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
-        a, b, c = _combine(a, b, c, va, vb, vc, m, KIND)
+        a, b, c = _fold(a, b, c, va, vb, vc, m, r0 // BLOCK_R, KIND, STAGE, ACC)
     ra, rb, rc = _lanes(a, b, c, 1, KIND)
     if STAGE == 1:
         _store_states(w0_ptr, w1_ptr, w2_ptr, rows * tl.num_programs(1) + sid, row_ok, ra, rb, rc, KIND)
@@ -502,7 +522,7 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
             raw = tl.load(x_ptr + off, mask=m)
             idx = tl.broadcast_to(r[:, None], [BLOCK_R, BLOCK_I])
             va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
-        a, b, c = _combine(a, b, c, va, vb, vc, m, KIND)
+        a, b, c = _fold(a, b, c, va, vb, vc, m, r0 // BLOCK_R, KIND, STAGE, ACC)
     ra, rb, rc = _lanes(a, b, c, 0, KIND)
     if STAGE == 1:
         _store_states(w0_ptr, w1_ptr, w2_ptr, (o * tl.num_programs(1) + sid) * I + cols, col_ok, ra, rb, rc, KIND)
@@ -639,6 +659,7 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
     syo, syi, sy2o, sy2i = sy
     meta = dict(cfg)
     meta.update(consts)
+    meta.update(ieee_options())  # libdevice (pow) without flush-to-zero, as nvcc's code
     meta["STAGE"] = stage
     grid = (cdiv(O, meta["BLOCK_M"]), split) if I == 1 else (O * cdiv(I, meta["BLOCK_I"]), split)
     check(grid[0] < 2 ** 31, lambda: f"reduce: {grid[0]} programs exceed CUDA's grid limit (2**31 - 1)",
