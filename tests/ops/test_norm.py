@@ -201,8 +201,10 @@ def test_kernels_compile_for_sm90(xt, wt, rms, one_tile):
     acc = tl.float64 if xt == "*fp64" else tl.float32
     types = {"x_ptr": xt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "N": "i32", "G": "i32", "CPG": "i32",
              "HW": "i32", "eps": "fp32"}
-    H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=one_tile, ACC=acc,
-                                                    BLOCK_M=1, BLOCK_N=8192), num_warps=16)
+    for grouped in ((False, True) if not one_tile and not rms else (False,)):
+        H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=one_tile,
+                                                        GROUPED=grouped, ACC=acc, BLOCK_M=1, BLOCK_N=8192),
+                       num_warps=16)
     if not rms and one_tile:
         types = {"x_ptr": xt, "rm_ptr": wt, "rv_ptr": wt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "S": "i32",
                  "C": "i32", "eps": "fp32"}

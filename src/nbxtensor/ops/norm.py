@@ -62,10 +62,12 @@ def _affine(y, ch, msk, w_ptr, b_ptr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, 
 
 @jit
 def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, RMS: tl.constexpr, HAS_W: tl.constexpr,
-                      HAS_B: tl.constexpr, ONE_TILE: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr,
-                      BLOCK_N: tl.constexpr):
+                      HAS_B: tl.constexpr, ONE_TILE: tl.constexpr, GROUPED: tl.constexpr, ACC: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Normalise BLOCK_M rows of the contiguous ``(M, N)`` input; element n of row r uses affine parameter
-    ``(r % G) * CPG + n // HW`` (layer_norm/rms_norm: G = HW = 1)."""
+    ``(r % G) * CPG + n // HW`` (layer_norm/rms_norm: G = HW = 1). GROUPED (group_norm with HW > 1, looped
+    path): the output pass walks channel by channel (a scalar weight per row and channel), so no element
+    needs an integer division."""
     pid = tl.program_id(0)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
@@ -83,7 +85,8 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, RMS: tl
             d = tl.where(msk, x - mean[:, None], 0.0)
             r = 1.0 / sqrt_rn(tl.sum(d * d, 1) / N + eps)
             y = d * r[:, None]
-        y = _affine(y, ch0 + lanes[None, :] // HW, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
+        ch = ch0 + (tl.arange(0, BLOCK_N) // HW)[None, :]  # int32 division: n < BLOCK_N
+        y = _affine(y, ch, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
         tl.store(y_ptr + base + lanes[None, :], convert(y, y_ptr.dtype.element_ty), mask=msk)
     else:
         mean = tl.zeros([BLOCK_M], ACC)
@@ -102,16 +105,35 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, RMS: tl
                 d = tl.where(msk, x - cm[:, None], 0.0)
                 mean, m2, cnt = welford_combine(mean, m2, cnt, cm, tl.sum(d * d, 1), c)
         r = 1.0 / sqrt_rn(m2 / N + eps)
-        for n0 in range(0, N, BLOCK_N):
-            n = n0 + lanes
-            msk = row_ok[:, None] & (n < N)[None, :]
-            x = convert(tl.load(x_ptr + base + n[None, :], mask=msk), ACC)
-            if RMS:
-                y = x * r[:, None]
-            else:
-                y = (x - mean[:, None]) * r[:, None]
-            y = _affine(y, ch0 + n[None, :] // HW, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
-            tl.store(y_ptr + base + n[None, :], convert(y, y_ptr.dtype.element_ty), mask=msk)
+        if GROUPED:
+            for ci in range(0, CPG):
+                chan = ch0 + ci  # [BLOCK_M, 1]: one affine parameter per row for this channel
+                scale = r[:, None]
+                shift = -mean[:, None] * r[:, None]
+                if HAS_W:
+                    wv = convert(tl.load(w_ptr + chan, mask=row_ok[:, None]), ACC)
+                    scale = scale * wv
+                    shift = shift * wv
+                if HAS_B:
+                    shift = shift + convert(tl.load(b_ptr + chan, mask=row_ok[:, None]), ACC)
+                cbase = base + ci * HW
+                for s0 in range(0, HW, BLOCK_N):
+                    sp = s0 + lanes
+                    msk = row_ok[:, None] & (sp < HW)[None, :]
+                    x = convert(tl.load(x_ptr + cbase + sp[None, :], mask=msk), ACC)
+                    y = convert(x * scale + shift, y_ptr.dtype.element_ty)
+                    tl.store(y_ptr + cbase + sp[None, :], y, mask=msk)
+        else:
+            for n0 in range(0, N, BLOCK_N):
+                n = n0 + lanes
+                msk = row_ok[:, None] & (n < N)[None, :]
+                x = convert(tl.load(x_ptr + base + n[None, :], mask=msk), ACC)
+                if RMS:
+                    y = x * r[:, None]
+                else:
+                    y = (x - mean[:, None]) * r[:, None]
+                y = _affine(y, ch0 + n[None, :] // HW, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
+                tl.store(y_ptr + base + n[None, :], convert(y, y_ptr.dtype.element_ty), mask=msk)
 
 
 @jit
@@ -151,7 +173,8 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     cfg = launch_config("norm_rows", x.device, dtypes=(x.dtype,), rows=rows, cols=n)
     launch_quiet(_norm_rows_kernel, (cdiv(rows, cfg["BLOCK_M"]),), x, w if w is not None else x,
                  b if b is not None else x, y, rows, n, groups, cpg, hw, float(eps), RMS=rms, HAS_W=w is not None,
-                 HAS_B=b is not None, ONE_TILE=n <= cfg["BLOCK_N"], ACC=TL_DTYPES[_acc(x.dtype).name], **cfg)
+                 HAS_B=b is not None, ONE_TILE=n <= cfg["BLOCK_N"], GROUPED=n > cfg["BLOCK_N"] and hw > 1,
+                 ACC=TL_DTYPES[_acc(x.dtype).name], **cfg)
 
 
 def launch_batch_norm(x: Tensor, rm: Tensor, rv: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *,
