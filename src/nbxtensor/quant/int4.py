@@ -1,0 +1,560 @@
+"""Grouped int4 weights: quantize, pack, unpack, the quantized linear handle :class:`QuantLinear`, and the Triton
+kernels that multiply by packed weights (``int4_linear``) or expand them (``int4_dequantize``).
+
+**Format.** A weight ``W [N, K]`` (``N`` outputs, ``K`` inputs) is cut along ``K`` into groups of ``G`` (32, 64
+or 128) consecutive values; each value is a 4-bit code ``q`` in ``0..15`` and each group has a scale ``s`` (and,
+when asymmetric, a minimum ``m``):
+
+- asymmetric: ``w = s * q + m`` (llama.cpp's Q4_1: ``d * q + m``);
+- symmetric: ``w = s * (q - 8)`` (llama.cpp's Q4_0: ``d * (q - 8)``).
+
+Storage: ``qweight`` uint8 ``[N, K / 2]``; group ``g`` of row ``n`` owns bytes ``g*G/2 .. g*G/2 + G/2 - 1`` and
+byte ``j`` of a group holds value ``j`` of the group in its low nibble and value ``j + G/2`` in its high nibble
+(ggml's nibble order of Q4_0/Q4_1 blocks, generalised to any group size, so GGUF blocks map onto it with no
+repacking of the codes); ``scales`` and ``mins`` ``[N, K / G]`` in float16 (default; GGUF's), bfloat16 or
+float32. Bytes per weight: ``0.5 + (1 or 2) * itemsize / G`` (Q4_1 in float16: 0.625).
+
+**Quantizing** (:func:`quantize_int4`, host side, float64 math): asymmetric ``s = (max - min) / 15``,
+``m = min``; symmetric ``s = v / -8`` with ``v`` the value of largest magnitude (llama.cpp's Q4_0 rule: ``v``
+itself is code 0 exactly). Scale and minimum are rounded to their storage dtype first and the codes are
+computed from the rounded values, ``q = clip(rint((w - m) / s), 0, 15)`` (``rint(w / s) + 8`` symmetric), so
+every value is within ``s / 2`` of its reconstruction (plus the rounding of ``m``), except values clipped by
+a symmetric group's range (the far end of the range, ``-v * 7 / 8``, is code 15).
+
+**Oracle.** :func:`dequantize_oracle`: the codes unpacked from the packed bytes and the scales in float64; the
+products ``s * q`` are exact in float64, so this is the exact value of every weight. :func:`int4_linear_oracle`
+multiplies by it in float64.
+
+**Kernels** (Triton):
+
+- ``_int4_gemv_kernel`` (decode, ``M <= MAX_M`` rows of ``x``): one program per (``BLOCK_N`` output rows, row
+  ``m`` of ``x``); it loops over ``K`` in steps of ``BLOCK_G`` whole groups, loads each packed byte of its rows
+  once, splits the nibbles in registers and accumulates per group ``s * (sum_j q_j x_j) + m * (sum_j x_j)``
+  (symmetric: ``s * (sum q x - 8 sum x)``) in float32: one scale multiply per group, not per weight. The weight
+  is never expanded in memory: a decode step reads the packed bytes, the scales and ``x`` once.
+- ``_int4_dequant_kernel`` (prefill, ``M > MAX_M``): writes ``W`` in the activation dtype into a scratch
+  buffer, then the GEMM of :mod:`nbxtensor.ops.matmul` runs (dequantize-then-GEMM; the scratch is ``N * K``
+  elements of the activation dtype for one call).
+
+The ``cpu`` implementation is NumPy: dequantize (float32; float64 for float64 inputs) and multiply.
+:class:`QuantLinear` on the CPU keeps the dequantized weight after the first call (the CPU has no int4 GEMM;
+say ``cache=False`` to dequantize on every call); on CUDA the weights stay packed.
+
+Exactness: dequantized float32 values equal the oracle's float64 values rounded once for float16/bfloat16
+scales (``s * q`` has at most 12 significant bits, so only the final add rounds); with float32 scales the
+asymmetric form rounds twice (product and sum). Products accumulate in float32 and round once to the output
+dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import check
+from ..dtypes import table as T
+from ..dtypes.casting import cast_array
+from ..ops import registry
+from ..ops.registry import Cost, OpRecord, register
+from ..ops.triton_helpers import TL_DTYPES, convert
+from ..runtime.configs import launch_config
+from ..runtime.launcher import interpreting, launch
+from ..runtime.triton_compat import jit, tl
+from ..tensor.core import Tensor, from_host_array, host_view, new_empty
+
+__all__ = ["GROUP_SIZES", "SCALE_DTYPES", "pack_int4", "unpack_int4", "quantize_int4", "dequantize_oracle",
+           "int4_linear_oracle", "int4_linear", "int4_dequantize", "QuantLinear"]
+
+GROUP_SIZES = (32, 64, 128)
+SCALE_DTYPES = frozenset({T.float16, T.bfloat16, T.float32})
+ACT_DTYPES = frozenset({T.float16, T.bfloat16, T.float32, T.float64})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Host side: packing, quantizing, the oracle
+# ---------------------------------------------------------------------------------------------------------
+def _check_group(fn: str, K: int, group_size: int) -> None:
+    check(group_size in GROUP_SIZES, lambda: f"{fn}: group_size must be one of {GROUP_SIZES}, got {group_size}",
+          ValueError)
+    check(K % group_size == 0, lambda: f"{fn}: the input size K={K} must be a multiple of group_size={group_size}",
+          ValueError)
+
+
+def pack_int4(q: np.ndarray, group_size: int) -> np.ndarray:
+    """Pack 4-bit codes ``q [..., K]`` (integers in ``0..15``) into bytes ``[..., K / 2]`` in the group nibble
+    order of the module docstring.
+
+    Raises:
+        ValueError: ``K`` not a multiple of ``group_size``, an unsupported group size, a code outside 0..15.
+    """
+    q = np.asarray(q)
+    K = q.shape[-1]
+    _check_group("pack_int4", K, group_size)
+    check(q.size == 0 or (q.min() >= 0 and q.max() <= 15), "pack_int4: codes must lie in 0..15", ValueError)
+    g = q.astype(np.uint8).reshape(*q.shape[:-1], K // group_size, 2, group_size // 2)
+    return (g[..., 0, :] | (g[..., 1, :] << np.uint8(4))).reshape(*q.shape[:-1], K // 2)
+
+
+def unpack_int4(packed: np.ndarray, group_size: int) -> np.ndarray:
+    """The codes ``[..., K]`` (uint8, ``0..15``) of packed bytes ``[..., K / 2]`` (inverse of :func:`pack_int4`)."""
+    b = np.asarray(packed, dtype=np.uint8)
+    K = 2 * b.shape[-1]
+    _check_group("unpack_int4", K, group_size)
+    g = b.reshape(*b.shape[:-1], K // group_size, 1, group_size // 2)
+    return np.concatenate([g & np.uint8(15), g >> np.uint8(4)], axis=-2).reshape(*b.shape[:-1], K)
+
+
+def quantize_int4(weight, group_size: int = 32, *, symmetric: bool = False, scale_dtype=T.float16):
+    """Quantize a float weight ``[N, K]`` to grouped int4 (rules in the module docstring).
+
+    Args:
+        weight: NumPy array or Tensor ``[N, K]`` of floats.
+        group_size: 32, 64 or 128 (``K`` must be a multiple).
+        symmetric: ``w = s * (q - 8)`` (no minimum) instead of ``w = s * q + m``.
+        scale_dtype: float16 (default), bfloat16 or float32.
+
+    Returns:
+        ``(qweight, scales, mins)`` NumPy arrays: uint8 ``[N, K/2]``, ``[N, K/G]`` of ``scale_dtype`` (and
+        ``mins`` of the same shape and dtype, or ``None`` when symmetric).
+
+    Raises:
+        ValueError: not 2-D, a bad group size, non-finite values.
+    """
+    sd = T.dtype_from(scale_dtype)
+    check(sd in SCALE_DTYPES, lambda: f"quantize_int4: scale_dtype must be float16, bfloat16 or float32, got {sd.name}",
+          ValueError)
+    w = (weight.cpu().numpy() if isinstance(weight, Tensor) else np.asarray(weight)).astype(np.float64)
+    check(w.ndim == 2, lambda: f"quantize_int4: weight must be 2-D [N, K], got shape {list(w.shape)}", ValueError)
+    N, K = w.shape
+    _check_group("quantize_int4", K, group_size)
+    check(np.isfinite(w).all(), "quantize_int4: weight holds NaN or infinity", ValueError)
+    g = w.reshape(N, K // group_size, group_size)
+
+    def store(v):  # round to the storage dtype, back to float64
+        r = cast_array(np.asarray(v, dtype=np.float64), T.float64, sd)
+        return cast_array(r, sd, T.float64), r
+
+    if symmetric:
+        idx = np.abs(g).argmax(axis=-1)[..., None]
+        s64, s = store(np.take_along_axis(g, idx, axis=-1)[..., 0] / -8.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.where(s64[..., None] == 0, 8.0, np.rint(g / s64[..., None]) + 8.0)
+        mins = None
+    else:
+        lo, hi = g.min(axis=-1), g.max(axis=-1)
+        m64, mins = store(lo)
+        s64, s = store((hi - lo) / 15.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.where(s64[..., None] == 0, 0.0, np.rint((g - m64[..., None]) / s64[..., None]))
+    q = np.clip(q, 0, 15).astype(np.uint8).reshape(N, K)
+    return pack_int4(q, group_size), s, mins
+
+
+def _f64(a) -> np.ndarray:
+    if isinstance(a, Tensor):
+        a = a.cpu().numpy()
+    return np.asarray(a).astype(np.float64)
+
+
+def dequantize_oracle(qweight, scales, mins=None, group_size: int = 32) -> np.ndarray:
+    """The exact float64 weight ``[N, K]`` of packed codes, scales and (optional) minima."""
+    qb = qweight.cpu().numpy() if isinstance(qweight, Tensor) else np.asarray(qweight)
+    q = unpack_int4(qb, group_size).astype(np.float64)
+    N, K = q.shape
+    qg = q.reshape(N, K // group_size, group_size)
+    s = _f64(scales)[..., None]
+    w = qg * s + _f64(mins)[..., None] if mins is not None else (qg - 8.0) * s
+    return w.reshape(N, K)
+
+
+def int4_linear_oracle(input, qweight, scales, mins=None, bias=None, group_size: int = 32, **_) -> np.ndarray:
+    """``input @ W.T + bias`` in float64 with ``W`` from :func:`dequantize_oracle`."""
+    y = _f64(input) @ dequantize_oracle(qweight, scales, mins, group_size).T
+    return y + _f64(bias) if bias is not None else y
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------------------
+@jit
+def _f32(x, EXACT: tl.constexpr):
+    # EXACT (the interpreter tier): the bit-exact conversions of triton_helpers (the interpreter's bfloat16
+    # handling is not IEEE); on the GPU the native conversions are exact for these upcasts.
+    if EXACT:
+        r = convert(x, tl.float32)
+    else:
+        r = x.to(tl.float32)
+    return r
+
+
+@jit
+def _store_cvt(x, DT: tl.constexpr, EXACT: tl.constexpr):
+    if EXACT:
+        r = convert(x, DT)
+    else:
+        r = x.to(DT)
+    return r
+
+
+@jit
+def _int4_gemv_kernel(X, W, S, MN, B, OUT, N, NG, sxm, sxk, swn, ssn, som, son,
+                      G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr, HAS_MIN: tl.constexpr,
+                      HAS_BIAS: tl.constexpr, ACC: tl.constexpr, OUT_DT: tl.constexpr, EXACT: tl.constexpr):
+    # out[m, n] = sum_g (s[n,g] * sum_j q[n,g,j] x[m,g,j] + min[n,g] * sum_j x[m,g,j]); the byte j of a group
+    # holds codes j (low nibble) and j + G/2 (high nibble), so x splits into two contiguous halves per group.
+    H: tl.constexpr = G // 2
+    pid_n = tl.program_id(0)
+    m = tl.program_id(1).to(tl.int64)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    wn = (rn % N).to(tl.int64)  # rows past N read row n % N (valid memory); their results are not stored
+    j = tl.arange(0, H).to(tl.int64)
+    acc = tl.zeros((BLOCK_N,), dtype=ACC)
+    x_row = X + m * sxm
+    for g0 in range(0, NG, BLOCK_G):
+        gi = (g0 + tl.arange(0, BLOCK_G)).to(tl.int64)
+        gm = gi < NG
+        kl = gi[:, None] * G + j[None, :]
+        xlo = _f32(tl.load(x_row + kl * sxk, mask=gm[:, None], other=0), EXACT).to(ACC)
+        xhi = _f32(tl.load(x_row + (kl + H) * sxk, mask=gm[:, None], other=0), EXACT).to(ACC)
+        b = tl.load(W + wn[:, None, None] * swn + gi[None, :, None] * H + j[None, None, :],
+                    mask=gm[None, :, None], other=0)
+        lo = (b & 15).to(ACC)
+        hi = (b >> 4).to(ACC)
+        d = tl.sum(lo * xlo[None, :, :] + hi * xhi[None, :, :], axis=2)
+        xs = tl.sum(xlo + xhi, axis=1)
+        soff = wn[:, None] * ssn + gi[None, :]
+        s = _f32(tl.load(S + soff, mask=gm[None, :], other=0), EXACT).to(ACC)
+        if HAS_MIN:
+            mn = _f32(tl.load(MN + soff, mask=gm[None, :], other=0), EXACT).to(ACC)
+            acc += tl.sum(s * d + mn * xs[None, :], axis=1)
+        else:
+            acc += tl.sum(s * (d - 8.0 * xs[None, :]), axis=1)
+    if HAS_BIAS:
+        acc += _f32(tl.load(B + wn), EXACT).to(ACC)
+    tl.store(OUT + m * som + rn.to(tl.int64) * son, _store_cvt(acc, OUT_DT, EXACT), mask=rn < N)
+
+
+@jit
+def _int4_dequant_kernel(W, S, MN, OUT, N, NG, swn, ssn, son, sok,
+                         G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr, HAS_MIN: tl.constexpr,
+                         OUT_DT: tl.constexpr, EXACT: tl.constexpr):
+    H: tl.constexpr = G // 2
+    rn = (tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    gi = (tl.program_id(1) * BLOCK_G + tl.arange(0, BLOCK_G)).to(tl.int64)
+    j = tl.arange(0, H).to(tl.int64)
+    ok2 = (rn < N)[:, None] & (gi < NG)[None, :]
+    ok3 = ok2[:, :, None]
+    b = tl.load(W + rn[:, None, None] * swn + gi[None, :, None] * H + j[None, None, :], mask=ok3, other=0)
+    soff = rn[:, None] * ssn + gi[None, :]
+    s = _f32(tl.load(S + soff, mask=ok2, other=0), EXACT)[:, :, None]
+    lo = (b & 15).to(tl.float32)
+    hi = (b >> 4).to(tl.float32)
+    if HAS_MIN:
+        mn = _f32(tl.load(MN + soff, mask=ok2, other=0), EXACT)[:, :, None]
+        wlo = lo * s + mn
+        whi = hi * s + mn
+    else:
+        wlo = (lo - 8.0) * s
+        whi = (hi - 8.0) * s
+    o = OUT + rn[:, None, None] * son + (gi[None, :, None] * G + j[None, None, :]) * sok
+    tl.store(o, _store_cvt(wlo, OUT_DT, EXACT), mask=ok3)
+    tl.store(o + H * sok, _store_cvt(whi, OUT_DT, EXACT), mask=ok3)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _blocks_g(cfg: dict, group_size: int) -> int:
+    return max(1, cfg["BLOCK_K"] // group_size)
+
+
+def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | None, bias: Tensor | None,
+                     out: Tensor, group_size: int) -> None:
+    """``out [M, N] = x [M, K] @ W.T (+ bias)`` with the GEMV kernel (checked arguments)."""
+    M, K = x.shape
+    N = qweight.shape[0]
+    cfg = launch_config("int4_gemv", x.device, dtypes=(x.dtype,), rows=N)
+    bn = cfg["BLOCK_N"]
+    launch(_int4_gemv_kernel, (_cdiv(N, bn), M), x, qweight, scales, mins if mins is not None else scales,
+           bias if bias is not None else scales, out, N, K // group_size, x.stride(0), x.stride(1),
+           qweight.stride(0), scales.stride(0), out.stride(0), out.stride(1),
+           G=group_size, BLOCK_N=bn, BLOCK_G=_blocks_g(cfg, group_size), HAS_MIN=mins is not None,
+           HAS_BIAS=bias is not None, ACC=tl.float64 if x.dtype is T.float64 else tl.float32,
+           OUT_DT=TL_DTYPES[out.dtype.name], EXACT=interpreting(),
+           num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 2))
+
+
+def launch_int4_dequant(qweight: Tensor, scales: Tensor, mins: Tensor | None, out: Tensor, group_size: int) -> None:
+    """``out [N, K]`` = the weight in ``out``'s dtype (checked arguments)."""
+    N, K = out.shape
+    cfg = launch_config("int4_dequant", out.device, dtypes=(out.dtype,), rows=N)
+    bn, bg = cfg["BLOCK_N"], _blocks_g(cfg, group_size)
+    NG = K // group_size
+    launch(_int4_dequant_kernel, (_cdiv(N, bn), _cdiv(NG, bg)), qweight, scales,
+           mins if mins is not None else scales, out, N, NG, qweight.stride(0), scales.stride(0), out.stride(0),
+           out.stride(1), G=group_size, BLOCK_N=bn, BLOCK_G=bg, HAS_MIN=mins is not None,
+           OUT_DT=TL_DTYPES[out.dtype.name], EXACT=interpreting(), num_warps=cfg.get("num_warps", 4))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CPU implementations
+# ---------------------------------------------------------------------------------------------------------
+def _dequant_np(qweight: Tensor, scales: Tensor, mins: Tensor | None, group_size: int, acc) -> np.ndarray:
+    q = unpack_int4(host_view(qweight), group_size)
+    N, K = q.shape
+    qg = q.reshape(N, K // group_size, group_size).astype(acc)
+    s = host_view(scales).astype(acc)[..., None]
+    w = qg * s + host_view(mins).astype(acc)[..., None] if mins is not None else (qg - acc(8)) * s
+    return w.reshape(N, K)
+
+
+def _to(a: np.ndarray, dt) -> np.ndarray:
+    src = T.float64 if a.dtype == np.float64 else T.float32
+    return cast_array(a, src, dt)
+
+
+def _acc_np(dt) -> type:
+    return np.float64 if dt is T.float64 else np.float32
+
+
+def _dequant_cpu(qweight: Tensor, scales: Tensor, mins: Tensor | None, out: Tensor, group_size: int) -> None:
+    w = _dequant_np(qweight, scales, mins, group_size, _acc_np(out.dtype))
+    host_view(out)[...] = _to(w, out.dtype)
+
+
+def _dequant_triton(qweight, scales, mins, out, group_size) -> None:
+    launch_int4_dequant(qweight, scales, mins, out, group_size)
+
+
+def _linear_cpu(x: Tensor, qweight: Tensor, scales: Tensor, mins, bias, out: Tensor, group_size: int) -> None:
+    acc = _acc_np(x.dtype)
+    w = _dequant_np(qweight, scales, mins, group_size, acc)
+    y = host_view(x).astype(acc) @ w.T
+    if bias is not None:
+        y = y + host_view(bias).astype(acc)
+    host_view(out)[...] = _to(y, out.dtype)
+
+
+def _linear_triton(x: Tensor, qweight: Tensor, scales: Tensor, mins, bias, out: Tensor, group_size: int) -> None:
+    cfg = launch_config("int4_gemv", x.device, dtypes=(x.dtype,), rows=qweight.shape[0])
+    if x.shape[0] <= cfg["MAX_M"]:
+        launch_int4_gemv(x, qweight, scales, mins, bias, out, group_size)
+        return
+    from ..ops.matmul import linear  # dequantize-then-GEMM (prefill)
+    w = new_empty((qweight.shape[0], x.shape[1]), x.dtype, x.device)
+    launch_int4_dequant(qweight, scales, mins, w, group_size)
+    linear(x, w, bias, out=out)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checked entry points
+# ---------------------------------------------------------------------------------------------------------
+def _check_packed(fn: str, qweight: Tensor, scales: Tensor, mins: Tensor | None, group_size: int) -> tuple[int, int]:
+    check(isinstance(qweight, Tensor) and qweight.dtype is T.uint8 and qweight.ndim == 2, lambda: f"{fn}: qweight "
+          f"must be a 2-D uint8 tensor [N, K/2], got {getattr(qweight, 'dtype', type(qweight).__name__)} "
+          f"{list(getattr(qweight, 'shape', []))}")
+    N, K = qweight.shape[0], 2 * qweight.shape[1]
+    _check_group(fn, K, group_size)
+    check(qweight.stride(1) == 1, lambda: f"{fn}: qweight rows must be contiguous (stride 1), got strides "
+          f"{qweight.stride()}")
+    for name, t in (("scales", scales), ("mins", mins)):
+        if t is None:
+            continue
+        check(isinstance(t, Tensor) and t.dtype in SCALE_DTYPES, lambda: f"{fn}: {name} must be a float16, bfloat16 "
+              f"or float32 tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+        check(tuple(t.shape) == (N, K // group_size), lambda: f"{fn}: {name} must have shape "
+              f"{[N, K // group_size]} (N, K / group_size), got {list(t.shape)}")
+        check(t.stride(1) == 1, lambda: f"{fn}: {name} rows must be contiguous, got strides {t.stride()}")
+        check(t.device == qweight.device, lambda: f"{fn}: {name} is on {t.device} but qweight on {qweight.device}")
+    check(mins is None or mins.dtype is scales.dtype, lambda: f"{fn}: mins must have the dtype of scales "
+          f"({scales.dtype.name}), got {mins.dtype.name}")
+    return N, K
+
+
+def int4_dequantize(qweight: Tensor, scales: Tensor, mins: Tensor | None = None, *, group_size: int = 32,
+                    dtype=T.float32) -> Tensor:
+    """The float weight ``[N, K]`` of packed int4 codes (``int4_dequantize`` op).
+
+    Args:
+        qweight: uint8 ``[N, K/2]``; scales, mins: ``[N, K/G]`` (mins ``None`` for symmetric).
+        group_size: G (32, 64, 128). dtype: float16, bfloat16, float32 or float64.
+
+    Returns:
+        A new contiguous tensor on ``qweight``'s device.
+
+    Raises:
+        RuntimeError: wrong dtypes, shapes, layouts or devices. ValueError: a bad group size.
+    """
+    N, K = _check_packed("int4_dequantize", qweight, scales, mins, group_size)
+    dt = T.dtype_from(dtype)
+    check(dt in ACT_DTYPES, lambda: f"int4_dequantize: dtype must be a float dtype, got {dt.name}")
+    out = new_empty((N, K), dt, qweight.device)
+    if N and K:
+        registry.impl("int4_dequantize", qweight.device.type)(qweight, scales, mins, out, group_size)
+    return out
+
+
+def int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | None = None, bias: Tensor | None = None,
+                *, group_size: int = 32, out: Tensor | None = None) -> Tensor:
+    """``input @ W.T + bias`` with ``W`` grouped int4 (``int4_linear`` op; the format in the module docstring).
+
+    Args:
+        input: ``(*, K)`` float16, bfloat16, float32 or float64.
+        qweight: uint8 ``[N, K/2]``. scales, mins: ``[N, K/G]`` (``mins=None``: symmetric).
+        bias: ``None`` or ``(N,)`` of the input's dtype.
+        group_size: G. out: optional ``(*, N)`` output of the input's dtype.
+
+    Returns:
+        ``(*, N)`` of the input's dtype; float32 accumulation (float64 for float64), one rounding.
+        On CUDA (and the interpreter tier): the GEMV kernel for at most ``MAX_M`` rows (the ``int4_gemv``
+        config), else dequantize-then-GEMM.
+
+    Raises:
+        RuntimeError: shapes, dtypes, devices that do not fit. ValueError: a bad group size.
+    """
+    N, K = _check_packed("int4_linear", qweight, scales, mins, group_size)
+    check(isinstance(input, Tensor) and input.dtype in ACT_DTYPES, lambda: f"int4_linear: input must be a float16, "
+          f"bfloat16, float32 or float64 tensor, got {getattr(input, 'dtype', type(input).__name__)}")
+    check(input.ndim >= 1 and input.shape[-1] == K, lambda: f"int4_linear: input's last dim must be K={K}, got shape "
+          f"{list(input.shape)}")
+    check(input.device == qweight.device, lambda: f"int4_linear: input is on {input.device} but qweight on "
+          f"{qweight.device}")
+    if bias is not None:
+        check(bias.dtype is input.dtype and tuple(bias.shape) == (N,) and bias.device == input.device,
+              lambda: f"int4_linear: bias must be ({N},) {input.dtype.name} on {input.device}, got "
+              f"{list(bias.shape)} {bias.dtype.name} on {bias.device}")
+        bias = bias.contiguous()
+    lead = tuple(input.shape[:-1])
+    rows = int(np.prod(lead)) if lead else 1
+    x = input.reshape(rows, K)
+    if out is None:
+        o = new_empty((rows, N), input.dtype, input.device)
+    else:
+        check(tuple(out.shape) == lead + (N,) and out.dtype is input.dtype and out.is_contiguous(),
+              lambda: f"int4_linear: out must be a contiguous {list(lead + (N,))} {input.dtype.name} tensor, got "
+              f"{list(out.shape)} {out.dtype.name}")
+        o = out.view(rows, N)
+    if rows and N:
+        if K == 0:
+            o.zero_()
+        else:
+            registry.impl("int4_linear", input.device.type)(x, qweight, scales, mins, bias, o, group_size)
+    return o.view(*lead, N) if out is None else out
+
+
+def _cost(input, qweight, scales, mins=None, bias=None, group_size=32, **_) -> Cost:
+    N, K = qweight.shape[0], 2 * qweight.shape[1]
+    rows = input.numel() // max(K, 1)
+    nb = lambda t: 0 if t is None else t.numel() * t.dtype.itemsize  # noqa: E731
+    return Cost(flops=2 * rows * N * K, bytes_read=nb(input) + nb(qweight) + nb(scales) + nb(mins) + nb(bias),
+                bytes_written=rows * N * input.dtype.itemsize)
+
+
+def _dequant_cost(qweight, scales, mins=None, group_size=32, dtype=T.float32, **_) -> Cost:
+    N, K = qweight.shape[0], 2 * qweight.shape[1]
+    nb = lambda t: 0 if t is None else t.numel() * t.dtype.itemsize  # noqa: E731
+    return Cost(flops=2 * N * K, bytes_read=nb(qweight) + nb(scales) + nb(mins),
+                bytes_written=N * K * T.dtype_from(dtype).itemsize)
+
+
+register(OpRecord(name="int4_linear", family="quant", cpu=_linear_cpu, triton=_linear_triton, cost=_cost,
+                  oracle=int4_linear_oracle, extra={"function": int4_linear, "kernel": "int4_gemv"}))
+register(OpRecord(name="int4_dequantize", family="quant", cpu=_dequant_cpu, triton=_dequant_triton,
+                  cost=_dequant_cost,
+                  oracle=lambda qweight, scales, mins=None, group_size=32, **_: dequantize_oracle(
+                      qweight, scales, mins, group_size),
+                  extra={"function": int4_dequantize, "kernel": "int4_dequant"}))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The quantized linear handle
+# ---------------------------------------------------------------------------------------------------------
+class QuantLinear:
+    """A linear layer ``y = x @ W.T + b`` whose weight is grouped int4 (packed on its device).
+
+    Build with :meth:`quantize` (from a float weight) or :meth:`from_packed` (codes, scales and minima you
+    have, e.g. GGUF Q4_0/Q4_1 blocks through :mod:`nbxtensor.io.gguf`). Call it like a function.
+
+    Attributes:
+        qweight, scales, mins, bias: the tensors (``mins`` ``None`` when symmetric).
+        group_size: G. shape: ``(N, K)``. nbytes: bytes of the packed weight, scales, minima and bias.
+
+    Example:
+        >>> import numpy as np, nbxtensor as nbx
+        >>> from nbxtensor.quant import QuantLinear
+        >>> lin = QuantLinear.quantize(np.random.default_rng(0).standard_normal((64, 128)), group_size=32)
+        >>> lin(nbx.ones(2, 128)).shape
+        nbx.Size([2, 64])
+    """
+
+    def __init__(self, qweight: Tensor, scales: Tensor, mins: Tensor | None = None, bias: Tensor | None = None, *,
+                 group_size: int = 32, cache: bool = True):
+        self.N, self.K = _check_packed("QuantLinear", qweight, scales, mins, group_size)
+        self.qweight, self.scales, self.mins, self.bias = qweight, scales, mins, bias
+        self.group_size = int(group_size)
+        self.cache = bool(cache)
+        self._cpu_weight: dict = {}
+
+    @classmethod
+    def from_packed(cls, qweight, scales, mins=None, bias=None, *, group_size: int = 32, device="cpu",
+                    cache: bool = True) -> "QuantLinear":
+        """From NumPy arrays (or tensors): uint8 codes ``[N, K/2]`` and ``[N, K/G]`` scales (and minima)."""
+        from ..device import device as _device
+        dev = _device(device)
+
+        def up(a, dt=None):
+            if a is None or isinstance(a, Tensor):
+                return None if a is None else a.to(dev)
+            a = np.ascontiguousarray(a)
+            d = T.dtype_from(dt or a.dtype.name)
+            return from_host_array(a, d, dev)
+        return cls(up(qweight, "uint8"), up(scales), up(mins), up(bias), group_size=group_size, cache=cache)
+
+    @classmethod
+    def quantize(cls, weight, group_size: int = 32, *, symmetric: bool = False, scale_dtype=T.float16, bias=None,
+                 device="cpu", cache: bool = True) -> "QuantLinear":
+        """Quantize a float ``weight [N, K]`` (rules of :func:`quantize_int4`) onto ``device``."""
+        q, s, m = quantize_int4(weight, group_size, symmetric=symmetric, scale_dtype=scale_dtype)
+        return cls.from_packed(q, s, m, bias, group_size=group_size, device=device, cache=cache)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.N, self.K)
+
+    @property
+    def device(self):
+        return self.qweight.device
+
+    @property
+    def symmetric(self) -> bool:
+        return self.mins is None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in (self.qweight, self.scales, self.mins, self.bias) if t is not None)
+
+    def dequantize(self, dtype=T.float32) -> Tensor:
+        """The float weight ``[N, K]`` (``int4_dequantize``)."""
+        return int4_dequantize(self.qweight, self.scales, self.mins, group_size=self.group_size, dtype=dtype)
+
+    def to(self, device) -> "QuantLinear":
+        """A copy on ``device`` (the packed bytes move; nothing is expanded)."""
+        mv = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return QuantLinear(mv(self.qweight), mv(self.scales), mv(self.mins), mv(self.bias),
+                           group_size=self.group_size, cache=self.cache)
+
+    def __call__(self, x: Tensor, *, out: Tensor | None = None) -> Tensor:
+        """``x (*, K) -> (*, N)`` in ``x``'s dtype."""
+        if self.cache and x.device.type == "cpu" and not interpreting():
+            w = self._cpu_weight.get(x.dtype)
+            if w is None:
+                w = self._cpu_weight[x.dtype] = self.dequantize(x.dtype)
+            from ..ops.matmul import linear
+            b = None if self.bias is None else self.bias.to(x.dtype)
+            return linear(x, w, b, out=out)
+        return int4_linear(x, self.qweight, self.scales, self.mins, self.bias, group_size=self.group_size, out=out)
+
+    def __repr__(self) -> str:
+        kind = "symmetric" if self.symmetric else "asymmetric"
+        return (f"QuantLinear(out={self.N}, in={self.K}, int4 {kind}, group_size={self.group_size}, "
+                f"scales={self.scales.dtype.name}, device={self.device})")

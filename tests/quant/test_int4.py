@@ -1,0 +1,203 @@
+"""Grouped int4 weights: pack/unpack exact, quantization error bounds, dequantization exact against the float64
+unpack of the packed bytes, and ``int4_linear`` (GEMV for few rows, dequantize-then-GEMM for more) against the
+float64 oracle.
+
+Runs on the ``device`` fixture; ``NBX_TRITON_INTERPRET=1`` runs the Triton kernels on the cpu device (keep
+``NBX_TEST_QUICK=1`` there: small shapes).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.dtypes import table as T
+from nbxtensor.dtypes.casting import cast_array
+from nbxtensor.dtypes.tolerance import tolerance
+from nbxtensor.ops import registry
+from nbxtensor.quant import (GROUP_SIZES, QuantLinear, dequantize_oracle, int4_dequantize, int4_linear,
+                             int4_linear_oracle, pack_int4, quantize_int4, unpack_int4)
+from nbxtensor.runtime.configs import launch_config
+
+QUICK = os.environ.get("NBX_TEST_QUICK") == "1"
+rng = np.random.default_rng(1234)
+
+
+def test_pack_unpack_round_trip_exact():
+    for G in GROUP_SIZES:
+        q = rng.integers(0, 16, size=(5, 3 * G), dtype=np.uint8)
+        p = pack_int4(q, G)
+        assert p.shape == (5, 3 * G // 2) and p.dtype == np.uint8
+        assert np.array_equal(unpack_int4(p, G), q)
+    # every byte value unpacks and packs back
+    b = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    assert np.array_equal(pack_int4(unpack_int4(b, 32), 32), b)
+
+
+def test_nibble_order_is_ggml_blocks():
+    # byte j of a group: value j in the low nibble, value j + G/2 in the high nibble (ggml's Q4_0/Q4_1 order)
+    q = np.zeros((1, 32), np.uint8)
+    q[0, 3], q[0, 3 + 16] = 5, 9
+    p = pack_int4(q, 32)
+    assert p[0, 3] == 5 | (9 << 4) and np.count_nonzero(p) == 1
+
+
+def test_pack_refuses_bad_input():
+    with pytest.raises(ValueError, match="group_size"):
+        pack_int4(np.zeros((2, 48), np.uint8), 48)
+    with pytest.raises(ValueError, match="multiple"):
+        pack_int4(np.zeros((2, 48), np.uint8), 32)
+    with pytest.raises(ValueError, match="0..15"):
+        pack_int4(np.full((1, 32), 16), 32)
+
+
+@pytest.mark.parametrize("G", GROUP_SIZES)
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("sd", [T.float16, T.bfloat16, T.float32])
+def test_quantize_error_bound(G, symmetric, sd):
+    w = rng.standard_normal((7, 2 * G)) * np.linspace(0.1, 3.0, 7)[:, None]
+    q, s, m = quantize_int4(w, G, symmetric=symmetric, scale_dtype=sd)
+    assert q.dtype == np.uint8 and s.dtype == sd.numpy and s.shape == (7, 2)
+    assert (m is None) == symmetric
+    deq = dequantize_oracle(q, s, m, G)
+    s64 = cast_array(s, sd, T.float64)[..., None]
+    err = np.abs(deq - w).reshape(7, 2, G)
+    if symmetric:
+        # the value of largest magnitude is code 0 (exact up to the scale's rounding); codes are rounded to
+        # nearest except where the far end of the range (7/8 of the extreme) clips
+        gw = w.reshape(7, 2, G)
+        big = np.abs(gw) > 7.5 * np.abs(s64)
+        assert np.all(err[~big] <= 0.5 * np.abs(s64).repeat(G, -1)[~big] * (1 + 1e-6))
+    else:
+        m64 = cast_array(m, sd, T.float64)
+        lo = w.reshape(7, 2, G).min(-1)
+        bound = 0.5 * s64[..., 0] + np.abs(m64 - lo) + 1e-12
+        assert np.all(err.max(-1) <= bound + 16 * np.abs(s64[..., 0] - (w.reshape(7, 2, G).max(-1) - lo) / 15))
+
+
+def test_quantize_constant_and_zero_groups():
+    w = np.zeros((2, 32))
+    w[1] = 0.75
+    q, s, m = quantize_int4(w, 32)
+    assert np.array_equal(dequantize_oracle(q, s, m, 32), w)
+    q, s, m = quantize_int4(np.zeros((1, 64)), 32, symmetric=True)
+    assert np.array_equal(dequantize_oracle(q, s, m, 32), np.zeros((1, 64)))
+
+
+def test_quantize_refuses():
+    with pytest.raises(ValueError, match="2-D"):
+        quantize_int4(np.zeros(32))
+    with pytest.raises(ValueError, match="NaN"):
+        quantize_int4(np.full((1, 32), np.nan))
+    with pytest.raises(ValueError, match="scale_dtype"):
+        quantize_int4(np.zeros((1, 32)), scale_dtype=nbx.int8)
+
+
+def _lin(N, K, G, symmetric, sd, device, bias=False, dtype=T.float32):
+    w = rng.standard_normal((N, K))
+    b = rng.standard_normal(N) if bias else None
+    lin = QuantLinear.quantize(w, G, symmetric=symmetric, scale_dtype=sd, device=device, cache=False,
+                               bias=None if b is None else nbx.tensor(b, dtype=dtype))
+    return lin
+
+
+@pytest.mark.parametrize("G", GROUP_SIZES)
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("out_dt", [T.float32, T.bfloat16, T.float16])
+def test_dequantize_exact(device, G, symmetric, out_dt):
+    sd = T.bfloat16 if G == 64 else T.float16
+    N = 5 if QUICK else 67
+    lin = _lin(N, 2 * G, G, symmetric, sd, device)
+    got = int4_dequantize(lin.qweight, lin.scales, lin.mins, group_size=G, dtype=out_dt).cpu().numpy()
+    ref = dequantize_oracle(lin.qweight, lin.scales, lin.mins, G)
+    # s * q is exact in float32 for 16-bit scales: one rounding of the exact value, bit for bit
+    assert np.array_equal(got.view(np.uint8), cast_array(ref, T.float64, out_dt).view(np.uint8))
+
+
+def _check_linear(y: np.ndarray, ref: np.ndarray, x: np.ndarray, W: np.ndarray, dtype, K: int) -> None:
+    tol = tolerance(dtype, reduced=K)
+    # errors scale with sum |x| |w| (cancellation in the sum), not with |y|
+    mag = np.abs(x.astype(np.float64)) @ np.abs(W).T
+    err = np.abs(y.astype(np.float64) - ref)
+    bound = tol.atol + tol.rtol * (np.abs(ref) + mag / np.sqrt(K))
+    assert np.all(err <= bound), (err.max(), (err - bound).max())
+
+
+@pytest.mark.parametrize("G", GROUP_SIZES)
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_int4_linear_gemv_and_prefill(device, G, symmetric):
+    dev = nbx.device(device)
+    max_m = launch_config("int4_gemv", dev, dtypes=(T.float32,), rows=64)["MAX_M"] if dev.type == "cuda" or \
+        os.environ.get("NBX_TRITON_INTERPRET") == "1" else 4
+    N, K = (9, 2 * G) if QUICK else (300, 8 * G)
+    lin = _lin(N, K, G, symmetric, T.float16, device, bias=True)
+    W = dequantize_oracle(lin.qweight, lin.scales, lin.mins, G)
+    for M in (1, 3, max_m + 2):  # GEMV rows, and the dequantize-then-GEMM path past MAX_M
+        x = rng.standard_normal((M, K)).astype(np.float32)
+        y = lin(nbx.tensor(x, device=device)).cpu().numpy()
+        ref = int4_linear_oracle(x, lin.qweight, lin.scales, lin.mins, lin.bias, G)
+        _check_linear(y, ref, x, W, T.float32, K)
+
+
+@pytest.mark.parametrize("dtype", [T.bfloat16, T.float16, T.float64])
+def test_int4_linear_dtypes_and_leading_dims(device, dtype):
+    G = 32
+    N, K = (6, 64) if QUICK else (130, 512)
+    lin = _lin(N, K, G, False, T.float16, device)
+    x64 = rng.standard_normal((2, 1, K))
+    x = nbx.tensor(x64, dtype=dtype, device=device)
+    y = lin(x)
+    assert tuple(y.shape) == (2, 1, N) and y.dtype is dtype
+    xin = x.cpu().float().numpy().astype(np.float64) if dtype is not T.float64 else x64
+    ref = int4_linear_oracle(xin, lin.qweight, lin.scales, lin.mins, None, G)
+    W = dequantize_oracle(lin.qweight, lin.scales, lin.mins, G)
+    _check_linear(y.cpu().float().numpy() if dtype is not T.float64 else y.cpu().numpy(), ref, xin, W, dtype, K)
+
+
+def test_out_argument_and_zero_rows(device):
+    lin = _lin(4, 64, 32, True, T.float16, device)
+    out = nbx.empty(3, 4, device=device)
+    x = nbx.tensor(rng.standard_normal((3, 64)), dtype=nbx.float32, device=device)
+    r = int4_linear(x, lin.qweight, lin.scales, None, group_size=32, out=out)
+    assert r is out
+    ref = int4_linear_oracle(x.cpu().numpy(), lin.qweight, lin.scales, None, None, 32)
+    assert np.allclose(out.cpu().numpy(), ref, rtol=1e-4, atol=1e-4)
+    assert tuple(lin(nbx.empty(0, 64, device=device)).shape) == (0, 4)
+
+
+def test_cpu_cache_matches_kernel_path():
+    lin = QuantLinear.quantize(rng.standard_normal((8, 64)), 32, cache=True)
+    x = nbx.tensor(rng.standard_normal((2, 64)), dtype=nbx.float32)
+    a = lin(x).numpy()
+    b = int4_linear(x, lin.qweight, lin.scales, lin.mins, group_size=32).numpy()
+    assert np.allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_errors(device):
+    lin = _lin(4, 64, 32, False, T.float16, device)
+    x = nbx.ones(2, 64, device=device)
+    with pytest.raises(RuntimeError, match="last dim must be K=64"):
+        int4_linear(nbx.ones(2, 32, device=device), lin.qweight, lin.scales, lin.mins)
+    with pytest.raises(RuntimeError, match="scales must have shape"):
+        int4_linear(x, lin.qweight, lin.scales[:, :1], lin.mins)
+    with pytest.raises(RuntimeError, match="qweight must be a 2-D uint8"):
+        int4_linear(x, lin.qweight.to(nbx.int8), lin.scales, lin.mins)
+    with pytest.raises(ValueError, match="group_size"):
+        int4_linear(x, lin.qweight, lin.scales, lin.mins, group_size=16)
+    with pytest.raises(RuntimeError, match="input must be a float16"):
+        int4_linear(nbx.ones(2, 64, dtype=nbx.int32, device=device), lin.qweight, lin.scales, lin.mins)
+    with pytest.raises(RuntimeError, match="mins must have the dtype"):
+        int4_linear(x, lin.qweight, lin.scales, lin.mins.to(nbx.float32))
+
+
+def test_handle_and_cost():
+    lin = QuantLinear.quantize(rng.standard_normal((16, 128)), 64, symmetric=True)
+    assert lin.shape == (16, 128) and lin.symmetric and "symmetric" in repr(lin)
+    assert lin.nbytes == 16 * 64 + 16 * 2 * 2
+    assert lin.to("cpu").qweight.numpy().tobytes() == lin.qweight.numpy().tobytes()
+    c = registry.get("int4_linear").cost(input=nbx.empty(1, 128), qweight=lin.qweight, scales=lin.scales)
+    assert (c.flops, c.bytes_read, c.bytes_written) == (2 * 16 * 128, 128 * 4 + 16 * 64 + 64, 16 * 4)
+    assert registry.get("int4_linear").oracle is int4_linear_oracle
