@@ -52,7 +52,8 @@ def _special_cases():
     for r in RECS:
         if len(H.operand_names(r)) > 2 or r.extra.get("scalar_operands"):
             continue
-        for d in H.FLOAT_DTYPES if not H.QUICK else [T.float32, T.bfloat16]:
+        # float64 in the quick tiers too: the only Triton run of the float64 kernels there
+        for d in H.FLOAT_DTYPES if not H.QUICK else [T.float32, T.bfloat16, T.float64]:
             if d in H.allowed(r):
                 out.append((r, d))
     return out

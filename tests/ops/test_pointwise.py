@@ -1,6 +1,8 @@
 """The pointwise generator (ops/pointwise.py): rank collapse, the launch paths (contiguous fast path, strided,
 stride-0 broadcast, scalars by value, splitting layouts deeper than MAX_RANK, 64-bit offsets) and, with no GPU
-here, that every kernel the elementwise and activation records launch compiles for sm_90 (Hopper, the H200).
+here, that every kernel the elementwise and activation records launch compiles for sm_90 (Hopper, the H200),
+float32 and float64, with PyTorch's CUDA float semantics visible in the code (no flush-to-zero, IEEE division
+and square root, NaN-propagating min/max: :func:`ieee_violations`).
 """
 
 from __future__ import annotations
@@ -86,7 +88,13 @@ def test_contiguous_strided_broadcast_and_scalar(kdevice):
     f64 = nbx.empty(6, 5, dtype=nbx.float64, device=kdevice)
     X64 = X.to(nbx.float64)
     r = _run(f64, [X64, 0.1], pvals=(0.1,), compute=T.float64)  # float64 scalars arrive unrounded
-    np.testing.assert_array_equal(r, 0.1 * a.astype(np.float64) + 0.1)
+    # The GPU contracts 0.1 * x + 0.1 into one FMA (as PyTorch's CUDA kernels, built with nvcc's default
+    # --fmad=true); fused or not, the result lies within one float64 rounding of the operands' magnitude,
+    # while a scalar rounded to float32 on the way would be off by ~1e-9 relative.
+    p = 0.1 * a.astype(np.float64)
+    assert (np.abs(r - (p + 0.1)) <= 2.0 ** -52 * (np.abs(p) + 0.1)).all()
+    if kdevice == "cpu":  # the interpreter rounds each operation: bit-equal to NumPy
+        np.testing.assert_array_equal(r, p + 0.1)
 
 
 def test_block_k_plus_one_and_offsets(kdevice):
@@ -163,10 +171,20 @@ def _signature(kernel, args, meta):
     return sig, consts
 
 
+def _compile_options() -> frozenset:
+    import dataclasses
+
+    from triton.backends.nvidia.compiler import CUDAOptions
+    return frozenset(f.name for f in dataclasses.fields(CUDAOptions))
+
+
 def _compile_sm90(kernel, args, meta):
+    """Compile as the launcher would: launch options in ``meta`` (num_warps, enable_reflect_ftz, ...) become
+    compile options, the rest constexprs."""
     import triton
     from triton.backends.compiler import GPUTarget
-    opts = {k: v for k, v in meta.items() if k in ("num_warps", "num_stages")}
+    names = _compile_options()
+    opts = {k: v for k, v in meta.items() if k in names}
     consts_meta = {k: v for k, v in meta.items() if k not in opts}
     sig, consts = _signature(kernel, args, consts_meta)
     src = triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=consts)
@@ -174,21 +192,23 @@ def _compile_sm90(kernel, args, meta):
 
 
 def _compile_cases():
-    """Every (record, params) with float32 and one integer/bool dtype; all five dtypes with NBX_TEST_SM90_ALL=1."""
+    """Every (record, params) with float32, float64 and one integer/bool dtype; all six dtypes with
+    NBX_TEST_SM90_ALL=1."""
     cases = []
     for rec in registry.all_ops():
         if rec.family not in ("elementwise", "activation") or rec.extra.get("kind") != "pointwise":
             continue
         for params in H.param_cases(rec):
-            for dt in (T.float32, T.bfloat16, T.int32, T.bool_, T.float8_e4m3fn):
+            for dt in (T.float32, T.float64, T.bfloat16, T.int32, T.bool_, T.float8_e4m3fn):
                 if dt in H.allowed(rec, params):
                     cases.append((rec, dt, params))
     if os.environ.get("NBX_TEST_SM90_ALL") == "1":
         return cases
-    # default: one float case per (record, params) and one integer/bool case per record
+    # default: float32, float64 and one integer/bool case per (record, params)
     seen, out = set(), []
     for rec, dt, params in cases:
-        key = (rec.name, str(params), dt.kind == T.KIND_FLOAT) if dt is T.float32 or dt.kind != T.KIND_FLOAT else None
+        key = (rec.name, str(params), dt.name) if dt in (T.float32, T.float64) else \
+            (rec.name, str(params), "int") if dt.kind != T.KIND_FLOAT else None
         if key is None or key in seen:
             continue
         seen.add(key)
@@ -205,8 +225,19 @@ COMPILE_CASES = _compile_cases() if HAVE_TRITON else []
                                                      enumerate(COMPILE_CASES)])
 def test_compiles_for_sm90(case, monkeypatch):
     """Each record's Triton implementation, launched on a strided broadcast case, compiles to a cubin for
-    sm_90 with the settings of runtime/configs/sm90.json (Triton 3.6 with its bundled ptxas; no GPU)."""
+    sm_90 with the settings of runtime/configs/sm90.json (Triton 3.6 with its bundled ptxas; no GPU), and the
+    code computes floats as PyTorch's CUDA kernels do (:func:`assert_ieee_like_nvcc`)."""
     rec, dt, params = case
+    got = _record_launches(rec, dt, params, monkeypatch)
+    for kernel, kargs, meta in got:
+        c = _compile_sm90(kernel, kargs, meta)
+        assert c.asm["cubin"], rec.name
+        assert_ieee_like_nvcc(c, rec.name)
+
+
+def _record_launches(rec, dt, params, monkeypatch) -> list:
+    """The (kernel, args, meta) launches of ``rec``'s Triton implementation on a (4, 6) case of dtype ``dt``
+    (one contiguous and one strided operand), captured instead of run, with sm90.json's settings."""
     got = _capture(monkeypatch)
     monkeypatch.setattr(PW, "launch_config", lambda op, device, **k: dict(
         __import__("nbxtensor.runtime.configs", fromlist=["_table"])._table("sm90")[op][-1]["config"]))
@@ -231,9 +262,83 @@ def test_compiles_for_sm90(case, monkeypatch):
         "nbxtensor.ops.dispatch", fromlist=["scalar_to"]).scalar_to(a[n], prom.compute) for n in names]
     rec.triton(out, inputs, prom, prm)
     assert got, rec.name
-    for kernel, kargs, meta in got:
+    return got
+
+
+# What PyTorch's CUDA kernels compute (nvcc defaults: -ftz=false -prec-div=true -prec-sqrt=true), read off the
+# compiled code. libdevice's own non-FTZ functions use these approximations internally, on range-reduced
+# arguments (``expf`` -> ex2.approx.ftz.f32, ``tanhf`` -> rcp.approx.ftz.f32, float64 functions seed Newton
+# steps with rcp/rsqrt.approx.ftz.f64): the same code CUDA's math library runs. Any other ``.ftz`` means
+# libdevice was compiled with __CUDA_FTZ=1 (Triton's default) or the kernel flushes subnormals itself.
+_LIBDEVICE_FTZ = frozenset({"ex2.approx.ftz.f32", "lg2.approx.ftz.f32", "rcp.approx.ftz.f32", "rcp.approx.ftz.f64",
+                            "rsqrt.approx.ftz.f32", "rsqrt.approx.ftz.f64"})
+# Triton operations that are approximate on float32 on NVIDIA GPUs (``/`` -> div.full.f32, tl.sqrt ->
+# sqrt.approx.f32, tl.exp -> ex2.approx ...) or drop NaN (tl.minimum/tl.maximum -> min.f32/max.f32): kernel
+# code uses triton_helpers.div_rn / sqrt_rn, libdevice and the NaN-propagating maximum/minimum instead.
+_TTIR_F32_APPROX = ("arith.divf", "math.sqrt", "math.rsqrt", "math.exp", "math.exp2", "math.log", "math.log2",
+                    "math.sin", "math.cos")
+_TTIR_NAN_DROPPING = ("arith.minnumf", "arith.maxnumf")
+
+
+def ieee_violations(compiled) -> list[str]:
+    """Instructions and operations in a compiled kernel that deviate from nvcc's IEEE float defaults."""
+    import re
+    ptx, ttir = compiled.asm["ptx"], compiled.asm["ttir"]
+    bad = sorted({m for m in re.findall(r"\b[a-z0-9]+(?:\.[a-z0-9]+)*\.ftz(?:\.[a-z0-9]+)*", ptx)} - _LIBDEVICE_FTZ)
+    bad += sorted(set(re.findall(r"\bdiv\.full\.f32", ptx)))
+    for line in ttir.splitlines():
+        m = re.search(r"= ((?:arith|math)\.\w+) .*?(f32|f64)\b", line)
+        if m and (m.group(1) in _TTIR_NAN_DROPPING or (m.group(1) in _TTIR_F32_APPROX and m.group(2) == "f32")):
+            bad.append(f"{m.group(1)} ({m.group(2)})")
+    return bad
+
+
+def assert_ieee_like_nvcc(compiled, what: str) -> None:
+    bad = ieee_violations(compiled)
+    assert not bad, f"{what}: the sm_90 code deviates from PyTorch's CUDA float semantics: {sorted(set(bad))}"
+
+
+# The ops the first H200 run caught (subnormals flushed by libdevice, approximate division in floor division,
+# NaN dropped by tl.minimum/tl.maximum), each with what its PTX must and must not show.
+_NAN_DROPPING_PTX = r"\b(?:min|max)\.f32"
+_IEEE_REGRESSIONS = [
+    ("floor", {}, [r"cvt\.rmi\.f32\.f32"], []),
+    ("ceil", {}, [r"cvt\.rpi\.f32\.f32"], []),
+    ("div", {"rounding_mode": "floor"}, [r"div\.rn\.f32", r"cvt\.rmi\.f32\.f32"], []),
+    ("floor_divide", {}, [r"div\.rn\.f32"], []),
+    ("remainder", {}, [], []),
+    ("fmod", {}, [], []),
+    ("pow", {}, [], []),
+    ("atan2", {}, [], []),
+    ("hardsigmoid", {}, [r"div\.rn\.f32"], [_NAN_DROPPING_PTX]),
+    ("hardswish", {}, [r"div\.rn\.f32"], [_NAN_DROPPING_PTX]),
+    ("logsigmoid", {}, [], [_NAN_DROPPING_PTX]),
+    ("clamp", {}, [], [_NAN_DROPPING_PTX]),
+    ("hardtanh", {}, [], [_NAN_DROPPING_PTX]),
+    ("rsqrt", {}, [r"div\.rn\.f32", r"sqrt\.rn\.f32"], []),
+]
+
+
+@pytest.mark.skipif(H.INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler")
+@pytest.mark.parametrize("case", _IEEE_REGRESSIONS, ids=[f"{c[0]}-{i}" for i, c in enumerate(_IEEE_REGRESSIONS)])
+def test_sm90_ptx_ieee_regressions(case, monkeypatch):
+    """The float32 kernels that gave wrong special values on the H200 (floor(-1e-40) = -0, fmod/floor_divide
+    NaN for subnormal divisors, pow(-2e-40, -1) = -2**127, atan2(1e-45, 0) = 0, hardsigmoid(NaN) = 0) compile
+    for sm_90 without flush-to-zero outside libdevice's internals, without approximate division and without
+    NaN-dropping min/max; and the same kernels compiled with Triton's default FTZ libdevice are caught."""
+    import re
+    name, params, must, must_not = case
+    for kernel, kargs, meta in _record_launches(registry.get(name), T.float32, params, monkeypatch):
+        assert meta.get("enable_reflect_ftz") is False, meta
         c = _compile_sm90(kernel, kargs, meta)
-        assert c.asm["cubin"], rec.name
+        assert_ieee_like_nvcc(c, name)
+        for pat in must:
+            assert re.search(pat, c.asm["ptx"]), (name, pat)
+        for pat in must_not:
+            assert not re.search(pat, c.asm["ptx"]), (name, pat)
+        if name in ("floor", "fmod", "pow", "atan2"):  # the check itself sees Triton's default
+            ftz = _compile_sm90(kernel, kargs, dict(meta, enable_reflect_ftz=True))
+            assert ieee_violations(ftz), name
 
 
 CAST_PAIRS = [(s, d) for s in (T.float32, T.float64, T.bfloat16, T.float16, T.float8_e4m3fn, T.float8_e5m2, T.int64,

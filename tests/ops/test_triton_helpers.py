@@ -1,6 +1,7 @@
 """The wrapped Triton primitives (ops/triton_helpers.py), each against PyTorch's definition: integer and
-floating floor division and remainder, NaN-propagating max/min and their reductions (argmax with NaN as the
-extreme, first index on ties), signbit, rint, conversions.
+floating floor division and remainder (special values included), IEEE division and square root in float32
+and float64, NaN-propagating max/min and their reductions (argmax with NaN as the extreme, first index on
+ties), signbit, rint, conversions.
 
 Kernels run under the interpreter (``NBX_TRITON_INTERPRET=1``) or on a CUDA device (``NBX_TEST_DEVICE=cuda``);
 in the plain cpu tier these tests skip (tests/ops/test_pointwise.py compiles every helper for sm_90 there).
@@ -50,14 +51,14 @@ def _unary_kernel(O, A, N, FN: tl.constexpr, BLOCK: tl.constexpr):
 def _run2(fn, a: np.ndarray, b: np.ndarray, out_dtype, device):
     A, B = nbx.from_numpy(a).to(device), nbx.from_numpy(b).to(device)
     O = nbx.empty(a.shape, dtype=out_dtype, device=device)
-    launch(_binary_kernel, ((a.size + 255) // 256,), O, A, B, a.size, FN=fn, BLOCK=256)
+    launch(_binary_kernel, ((a.size + 255) // 256,), O, A, B, a.size, FN=fn, BLOCK=256, **TH.ieee_options())
     return O.cpu().numpy()
 
 
 def _run1(fn, a: np.ndarray, out_dtype, device):
     A = nbx.from_numpy(a).to(device)
     O = nbx.empty(a.shape, dtype=out_dtype, device=device)
-    launch(_unary_kernel, ((a.size + 255) // 256,), O, A, a.size, FN=fn, BLOCK=256)
+    launch(_unary_kernel, ((a.size + 255) // 256,), O, A, a.size, FN=fn, BLOCK=256, **TH.ieee_options())
     return O.cpu().numpy()
 
 
@@ -95,6 +96,56 @@ def test_float_floor_division_and_remainder(dt, kdevice):
             assert abs(qq - eq) <= 1, (x, y, qq, eq)
         if not math.isnan(er):
             assert abs(rr - er) <= 1e-5 * max(1.0, abs(y)) or (abs(rr) == abs(y) and abs(er) < 1e-5), (x, y, rr, er)
+
+
+# +-0, subnormals, huge values, +-inf and NaN: the values where Triton's defaults on the GPU (libdevice with
+# flush-to-zero, float32 `/` as div.full.f32) differ from PyTorch's CUDA kernels.
+_SPECIAL32 = [0.0, -0.0, 1e-45, -2e-40, 1.0, -1.0, 2.5, -7.0, 3e38, -3e38, np.inf, -np.inf, np.nan]
+_SPECIAL64 = [0.0, -0.0, 5e-324, -1e-310, 1.0, -1.0, 2.5, -7.0, 1e308, -1e308, np.inf, -np.inf, np.nan]
+
+
+def _pairs(dt):
+    v = np.array(_SPECIAL32 if dt is np.float32 else _SPECIAL64, dtype=dt)
+    a, b = np.meshgrid(v, v, indexing="ij")
+    return np.ascontiguousarray(a.ravel()), np.ascontiguousarray(b.ravel())
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_ieee_division_and_sqrt(dt, kdevice):
+    """div_rn and sqrt_rn are correctly rounded for float32 and float64 (NumPy's IEEE results, bit for bit,
+    signed zeros included): subnormal quotients of huge divisors (div.full.f32 returns 0), subnormal operands,
+    infinities, NaN. Triton's own tl.div_rn/tl.sqrt_rn refuse float64."""
+    a, b = _pairs(dt)
+    a = np.concatenate([a, np.array([1.0, 3.0, 2.0, 1e-3], dt)])
+    b = np.concatenate([b, np.array([3.0, 7.0, 3e38 if dt is np.float32 else 1.5e308, 3.0], dt)])
+    with np.errstate(all="ignore"):
+        q = a / b
+        r = np.sqrt(np.abs(a))
+    bits = np.uint32 if dt is np.float32 else np.uint64
+    got = _run2(TH.div_rn, a, b, nbx.from_numpy(a).dtype, kdevice)
+    ok = ~np.isnan(q)
+    np.testing.assert_array_equal(got[ok].view(bits), q[ok].view(bits))
+    assert np.isnan(got[~ok]).all()
+    s = _run1(TH.sqrt_rn, np.abs(a), nbx.from_numpy(a).dtype, kdevice)
+    ok = ~np.isnan(r)
+    np.testing.assert_array_equal(s[ok].view(bits), r[ok].view(bits))
+    assert np.isnan(s[~ok]).all()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_float_floor_division_special_values(dt, kdevice):
+    """floordiv_float and remainder_float on every pair of special values equal ATen's formulas evaluated by
+    NumPy in the same dtype, bit for bit (signed zeros, subnormal dividends and divisors, huge values, inf,
+    NaN): the H200 gave NaN and -0 here while libdevice flushed subnormals."""
+    from nbxtensor.ops.elementwise import _np_div_floor, _np_remainder
+    a, b = _pairs(dt)
+    q = _run2(TH.floordiv_float, a, b, nbx.from_numpy(a).dtype, kdevice)
+    r = _run2(TH.remainder_float, a, b, nbx.from_numpy(a).dtype, kdevice)
+    with np.errstate(all="ignore"):
+        eq, er = _np_div_floor(a, b), _np_remainder(a, b)
+    for got, exp, what in ((q, eq, "floordiv"), (r, er, "remainder")):
+        same = (got == exp) & (np.signbit(got) == np.signbit(exp)) | (np.isnan(got) & np.isnan(exp))
+        assert same.all(), (what, a[~same], b[~same], got[~same], exp[~same])
 
 
 def test_nan_maximum_minimum(kdevice):

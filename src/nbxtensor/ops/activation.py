@@ -180,7 +180,7 @@ declare("gelu", "gelu(Tensor input, *, str approximate='none')", family=_FAM, cp
 
 @jit
 def _silu_b(x, p0, p1, p2):
-    return tl.div_rn(x, 1.0 + libdevice.exp(-x))
+    return H.div_rn(x, 1.0 + libdevice.exp(-x))
 
 
 def _or_sigmoid(x):
@@ -218,7 +218,7 @@ _act("mish", "mish(Tensor input, bool inplace=False)", _mish_b, lambda x: x * np
 @jit
 def _softplus_b(x, beta, threshold, p2):
     bx = x * beta
-    return tl.where(bx > threshold, x, tl.div_rn(libdevice.log1p(libdevice.exp(bx)), beta))
+    return tl.where(bx > threshold, x, H.div_rn(libdevice.log1p(libdevice.exp(bx)), beta))
 
 
 _act("softplus", "softplus(Tensor input, float beta=1.0, float threshold=20.0)", _softplus_b,
@@ -231,7 +231,7 @@ _act("softplus", "softplus(Tensor input, float beta=1.0, float threshold=20.0)",
 @jit
 def _logsigmoid_b(x, p0, p1, p2):
     # ATen: min(x, 0) - log1p(exp(-|x|)), stable at both ends
-    return tl.minimum(x, 0.0) - libdevice.log1p(libdevice.exp(-tl.abs(x)))
+    return H.minimum(x, tl.zeros_like(x)) - libdevice.log1p(libdevice.exp(-tl.abs(x)))
 
 
 _act("logsigmoid", "logsigmoid(Tensor input)", _logsigmoid_b,
@@ -240,13 +240,20 @@ _act("logsigmoid", "logsigmoid(Tensor input)", _logsigmoid_b,
 
 
 @jit
+def _relu6_of(v):
+    # min(max(v, 0), 6) with NaN kept (ATen's std::min/std::max on a NaN first operand return it; tl.minimum
+    # and tl.maximum would return the other operand on the GPU)
+    return H.minimum(H.maximum(v, tl.zeros_like(v)), tl.full(v.shape, 6.0, v.dtype))
+
+
+@jit
 def _hardsigmoid_b(x, p0, p1, p2):
-    return tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0
+    return H.div_rn(_relu6_of(x + 3.0), tl.full(x.shape, 6.0, x.dtype))
 
 
 @jit
 def _hardswish_b(x, p0, p1, p2):
-    return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0
+    return H.div_rn(x * _relu6_of(x + 3.0), tl.full(x.shape, 6.0, x.dtype))
 
 
 def _or_hardsigmoid(x):
@@ -278,7 +285,7 @@ _act("elu", "elu(Tensor input, float alpha=1.0, bool inplace=False)", _elu_b,
 
 @jit
 def _celu_b(x, alpha, p1, p2):
-    return tl.where(x > 0, x, alpha * libdevice.expm1(tl.div_rn(x, alpha)))
+    return tl.where(x > 0, x, alpha * libdevice.expm1(H.div_rn(x, alpha)))
 
 
 def _celu_prepare(a, prom):
@@ -308,7 +315,7 @@ _act("selu", "selu(Tensor input, bool inplace=False)", _selu_b,
 
 @jit
 def _softsign_b(x, p0, p1, p2):
-    return tl.div_rn(x, 1.0 + tl.abs(x))
+    return H.div_rn(x, 1.0 + tl.abs(x))
 
 
 declare("softsign", "softsign(Tensor input)", family=_FAM, body=_softsign_b, cpu=lambda x: x / (1 + np.abs(x)),
@@ -331,7 +338,7 @@ declare("tanhshrink", "tanhshrink(Tensor input)", family=_FAM, body=_tanhshrink_
 
 @jit
 def _sigmoid_b(x, p0, p1, p2):
-    return tl.div_rn(tl.full(x.shape, 1.0, x.dtype), 1.0 + libdevice.exp(-x))
+    return H.div_rn(tl.full(x.shape, 1.0, x.dtype), 1.0 + libdevice.exp(-x))
 
 
 declare("sigmoid", "sigmoid(Tensor input, *, Tensor? out=None)", family=_FAM, body=_sigmoid_b,
@@ -343,7 +350,7 @@ declare("sigmoid", "sigmoid(Tensor input, *, Tensor? out=None)", family=_FAM, bo
 # --- glu: two halves of one tensor ---------------------------------------------------------------------------
 @jit
 def _glu_b(a, b, p0, p1, p2):
-    return a * tl.div_rn(tl.full(b.shape, 1.0, b.dtype), 1.0 + libdevice.exp(-b))
+    return a * H.div_rn(tl.full(b.shape, 1.0, b.dtype), 1.0 + libdevice.exp(-b))
 
 
 def _glu_driver(rec, args, *, out=None, inplace=None):

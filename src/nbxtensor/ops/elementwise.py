@@ -11,6 +11,10 @@ cost, the input domain the tests draw from, and error inputs as data.
 
 Numerics: float16, bfloat16 and float8 compute in float32 and round once. Transcendentals use libdevice on
 the GPU (accurate to a few ulp; correctly rounded division and square root), NumPy on the ``cpu`` device.
+On the GPU float32 follows PyTorch's CUDA build (nvcc defaults): subnormals are not flushed to zero (libdevice
+compiled without FTZ, :data:`.triton_helpers.IEEE_OPTIONS`), division and square root are IEEE
+(:func:`.triton_helpers.div_rn`, :func:`~.triton_helpers.sqrt_rn`, never Triton's approximate float32 ``/``),
+and max/min/clamp propagate NaN.
 Formulas follow ATen's CPU kernels where PyTorch defines edge cases (sources in each docstring).
 
 Integer division by zero (``floor_divide``, ``remainder``, ``fmod``, ``div`` with a rounding mode): the
@@ -175,17 +179,18 @@ def _log1p_b(x, p0, p1, p2):
 
 @jit
 def _sqrt_b(x, p0, p1, p2):
-    return tl.sqrt_rn(x)  # correctly rounded (tl.sqrt is an approximation on the GPU)
+    return H.sqrt_rn(x)  # correctly rounded (tl.sqrt is an approximation for float32 on the GPU)
 
 
 @jit
 def _rsqrt_b(x, p0, p1, p2):
-    return 1.0 / tl.sqrt_rn(x)
+    # correctly rounded sqrt and division (PyTorch's CUDA rsqrtf is within 2 ulp of this)
+    return H.div_rn(tl.full(x.shape, 1.0, x.dtype), H.sqrt_rn(x))
 
 
 @jit
 def _recip_b(x, p0, p1, p2):
-    return tl.div_rn(tl.full(x.shape, 1.0, x.dtype), x)
+    return H.div_rn(tl.full(x.shape, 1.0, x.dtype), x)
 
 
 @jit
@@ -418,8 +423,8 @@ def _round_b(x, p0, p1, p2):
 @jit
 def _round_dec_b(x, p0, p1, p2):
     # ATen's round with decimals: p0 = 10**|decimals|; p1 = 1 when decimals > 0 (scale up, round, scale down)
-    up = tl.div_rn(libdevice.rint(x * p0), p0)
-    down = libdevice.rint(tl.div_rn(x, p0)) * p0
+    up = H.div_rn(libdevice.rint(x * p0), p0)
+    down = libdevice.rint(H.div_rn(x, p0)) * p0
     return tl.where(p1 != 0, up, down)
 
 
@@ -755,13 +760,13 @@ _binary("mul", _mul_b, lambda x, y: x & y if x.dtype == np.bool_ else x * y,
 # --- division -------------------------------------------------------------------------------------------------
 @jit
 def _div_true_b(x, y, p0, p1, p2):
-    return tl.div_rn(x, y)  # IEEE division (Triton's `/` on float32 is a 2-ulp approximation on the GPU)
+    return H.div_rn(x, y)  # IEEE division (Triton's `/` on float32 is a 2-ulp approximation on the GPU)
 
 
 @jit
 def _div_trunc_b(x, y, p0, p1, p2):
     if x.dtype.is_floating():
-        r = libdevice.trunc(tl.div_rn(x, y))
+        r = libdevice.trunc(H.div_rn(x, y))
     else:
         ys = tl.where(y == 0, 1, y)
         r = tl.where(y == 0, -1, x // ys).to(x.dtype)  # C division truncates
@@ -1502,7 +1507,7 @@ def _addcmul_b(x, a, b, v, p1, p2):
 
 @jit
 def _addcdiv_b(x, a, b, v, p1, p2):
-    return x + v * tl.div_rn(a, b)
+    return x + v * H.div_rn(a, b)
 
 
 def _addcdiv_prepare(a, prom):

@@ -20,6 +20,9 @@ What the generated launch does:
 - **Conversions**: loads go through :func:`~.triton_helpers.convert` to the compute dtype (float32 for
   float16, bfloat16 and float8: computed in float32, rounded once on store); the store converts to the output
   dtype by the casting rules.
+- **IEEE float32** as PyTorch's CUDA kernels: compiled with :data:`~.triton_helpers.IEEE_OPTIONS` (libdevice
+  without flush-to-zero); bodies divide with :func:`~.triton_helpers.div_rn` and clamp with the
+  NaN-propagating helpers.
 - Zero-size outputs launch nothing (the dispatcher returns before calling the implementation).
 
 Scalar parameters travel as float64 (``P*``) and int64 (``Q*``) kernel arguments so that a float64 op sees
@@ -41,7 +44,7 @@ from ..runtime.configs import launch_config
 from ..runtime.launcher import launch
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..tensor.core import Tensor, host_view
-from .triton_helpers import TL_DTYPES, convert
+from .triton_helpers import TL_DTYPES, convert, ieee_options
 
 __all__ = ["MAX_RANK", "collapse", "make", "numpy_impl", "tl_dtype", "compute_tl", "launch_pointwise"]
 
@@ -315,7 +318,7 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
     grid = ((numel + block - 1) // block,)
     launch(kernel, grid, out, *ptrs, *scal, *pf, *pq, numel, *sizes[1:], *padded[0], *strd,
            BODY=body, CT=ct, RANK=rank if strided else 0, OM=om, **{f"M{k}": m for k, m in enumerate(modes)},
-           RAW=raw, I64=i64, BLOCK=block, **cfg)
+           RAW=raw, I64=i64, BLOCK=block, **cfg, **ieee_options())
 
 
 def make(body, *, params: Sequence[str] = (), raw: int = 0, op: str = "pointwise",

@@ -21,6 +21,18 @@ Every kernel of nbxtensor uses these instead of the raw primitive:
   bits with integer arithmetic (round to nearest even, subnormals included): Triton's interpreter truncates
   or rounds these incorrectly, and Hopper's ``cvt...satfinite`` would saturate float8_e5m2 instead of
   overflowing to inf, so one bit-exact formula serves both tiers.
+- **IEEE float32 on the GPU** (PyTorch's CUDA kernels are built by nvcc with IEEE division and square root and
+  without flush-to-zero). Triton differs in two ways. (1) It compiles libdevice with ``__CUDA_FTZ`` reflected
+  to 1, so every libdevice function (``floor``, ``fmod``, ``pow``, ``atan2``, ``exp`` ...) flushes float32
+  subnormal inputs and results to zero: kernels must be launched with :data:`IEEE_OPTIONS`
+  (``enable_reflect_ftz=False``; :func:`ieee_options` gives them for the current tier), which selects
+  libdevice's non-FTZ code, the code nvcc uses. What remains marked ``.approx``/``.ftz`` in the PTX
+  (``ex2.approx.ftz`` inside ``expf``, ``rcp.approx.ftz`` inside ``tanhf`` ...) is libdevice's own
+  implementation on range-reduced arguments, as in CUDA's math library. (2) Triton lowers float32 ``/`` to
+  ``div.full.f32`` (2 ulp, wrong for huge divisors) and ``tl.sqrt``/``tl.exp``/``tl.log``/``tl.sin``/``tl.cos``
+  to ``.approx`` instructions: kernels use :func:`div_rn`, :func:`sqrt_rn` (float32 and float64; Triton's own
+  ``tl.div_rn``/``tl.sqrt_rn`` refuse float64) and libdevice instead (checked on the sm_90 PTX and TTIR of
+  every elementwise kernel by tests/ops/test_pointwise.py).
 - **libdevice under the interpreter.** Triton's interpreter cannot call libdevice
   (``extern_elementwise`` raises). :func:`patch_interpreter` maps the libdevice symbols used here to NumPy
   (float64 where NumPy lacks the function, then rounded), so kernels use one source on both tiers; the GPU
@@ -35,7 +47,8 @@ import numpy as np
 
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 
-__all__ = ["libdevice", "patch_interpreter", "floordiv_int", "remainder_int", "floordiv_float", "remainder_float",
+__all__ = ["libdevice", "IEEE_OPTIONS", "ieee_options", "patch_interpreter", "div_rn", "sqrt_rn", "floordiv_int",
+           "remainder_int", "floordiv_float", "remainder_float",
            "maximum", "minimum", "max_combine", "min_combine", "argmax_combine", "argmin_combine", "nan_max",
            "nan_min", "nan_argmax", "nan_argmin", "convert", "isnan", "signbit", "rint", "TL_DTYPES"]
 
@@ -56,6 +69,16 @@ def _tl_dtypes() -> dict:
 
 
 TL_DTYPES = _tl_dtypes()  # nbxtensor dtype name -> Triton dtype
+
+# Compile options for kernels that must compute float32 as nvcc does for PyTorch (no flush-to-zero in
+# libdevice): see the module docstring. A numerics contract, not a tuning knob, so not in runtime/configs.
+IEEE_OPTIONS = {"enable_reflect_ftz": False}
+
+
+def ieee_options() -> dict:
+    """:data:`IEEE_OPTIONS` as launch keywords for the compiled tiers; empty under the interpreter (which runs
+    libdevice through NumPy, without flushing, and takes no compile options)."""
+    return {} if INTERPRET else dict(IEEE_OPTIONS)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -172,6 +195,32 @@ patch_interpreter()
 
 
 # ---------------------------------------------------------------------------------------------------------
+# IEEE division and square root
+# ---------------------------------------------------------------------------------------------------------
+@jit
+def div_rn(a, b):
+    """``a / b`` correctly rounded (IEEE, as nvcc's default ``-prec-div=true``) for float32 or float64 blocks of
+    one dtype. Triton's float32 ``/`` is ``div.full.f32`` (2 ulp; 0 for divisors beyond 2**126) and its
+    ``tl.div_rn`` accepts float32 only; float64 ``/`` is already ``div.rn.f64``."""
+    if a.dtype == tl.float64:
+        r = a / b
+    else:
+        r = tl.div_rn(a, b)
+    return r
+
+
+@jit
+def sqrt_rn(x):
+    """Correctly rounded square root (nvcc's default ``-prec-sqrt=true``), float32 or float64: ``tl.sqrt`` is
+    ``sqrt.approx.f32`` for float32 (but ``sqrt.rn.f64`` for float64) and ``tl.sqrt_rn`` accepts float32 only."""
+    if x.dtype == tl.float64:
+        r = tl.sqrt(x)
+    else:
+        r = tl.sqrt_rn(x)
+    return r
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Division and remainder
 # ---------------------------------------------------------------------------------------------------------
 @jit
@@ -202,13 +251,14 @@ def floordiv_float(a, b):
     """ATen's ``div_floor_floating``: floor(a / b) computed from fmod so that it is exact where a / b rounds
     across an integer; b == 0 gives a / b (inf or NaN); a zero quotient keeps the sign of a / b."""
     mod = libdevice.fmod(a, b)
-    div = (a - mod) / b
+    div = div_rn(a - mod, b)  # IEEE division, as nvcc's `/` (Triton's float32 `/` is div.full.f32)
     div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)
     fl = tl.floor(div)
     fl = tl.where(div - fl > 0.5, fl + 1.0, fl)
-    zero = libdevice.copysign(tl.zeros_like(div), a / b)
+    q = div_rn(a, b)
+    zero = libdevice.copysign(tl.zeros_like(div), q)
     res = tl.where(div != 0, fl, zero)
-    return tl.where(b == 0, a / b, res)
+    return tl.where(b == 0, q, res)
 
 
 @jit
