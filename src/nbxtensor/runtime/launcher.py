@@ -48,7 +48,12 @@ def launch(kernel, grid, *args, **meta):
             break
     check(dev is not None, "launch: a kernel needs at least one tensor argument")
     if dev.type == "cuda":
-        # cuda_launch refuses tensors on other devices and pointers no allocator knows.
+        # PyTorch's CUDA kernels are built without flush-to-zero (nvcc's -ftz=false); Triton builds libdevice with
+        # FTZ on unless told otherwise, which flushes float32 subnormals in exp, floor, pow, ... So every launch
+        # turns it off unless the op says otherwise. cuda_launch refuses tensors on other devices and pointers no
+        # allocator knows.
+        if "enable_reflect_ftz" not in meta:
+            meta["enable_reflect_ftz"] = False
         return _cuda_launch().launch(kernel, grid, dev, args, meta)
     for t in args:
         if _is_tensor(t):
