@@ -18,6 +18,7 @@ __all__ = ["main", "build_parser", "SUBCOMMANDS"]
 SUBCOMMANDS = {
     "info": ("info", "versions, CUDA devices with their architecture facts, and whether torch is imported"),
     "demo": ("demo", "run the end-to-end demo"),
+    "embed": ("embed", "sentence embeddings from a sentence-transformers folder (default: all-MiniLM-L6-v2)"),
 }
 
 
