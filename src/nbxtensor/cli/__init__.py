@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "info": ("info", "versions, CUDA devices with their architecture facts, and whether torch is imported"),
     "demo": ("demo", "run the end-to-end demo"),
     "embed": ("embed", "sentence embeddings from a sentence-transformers folder (default: all-MiniLM-L6-v2)"),
+    "generate": ("generate", "text generation with a Llama-family model (default: SmolLM2-135M-Instruct, int4 GGUF)"),
 }
 
 
