@@ -263,3 +263,21 @@ def test_the_launcher_refuses_bad_launches_on_the_gpu():
         D.call(D.cu.cuMemFree, ptr)
     with pytest.raises(RuntimeError, match="grid dimension 1"):
         launch(add_kernel, (1, 70000), x, x, x, 10, BLOCK=16)
+
+
+@jit
+def _floor_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.floor(tl.load(x_ptr + offs, mask=m)), mask=m)
+
+
+@gpu
+def test_launches_compile_without_flush_to_zero_by_default():
+    # PyTorch's CUDA kernels keep float32 subnormals (nvcc -ftz=false); Triton's libdevice flushes them unless
+    # enable_reflect_ftz=False. floor(-1e-40) is -1 without flushing and -0 with it.
+    from nbxtensor.runtime.launcher import launch
+    x = nbx.tensor([-1e-40, 1e-40, -2.5], dtype=nbx.float32, device="cuda")
+    y = nbx.empty(3, dtype=nbx.float32, device="cuda")
+    launch(_floor_kernel, (1,), x, y, 3, BLOCK=4)
+    assert y.cpu().tolist() == [-1.0, 0.0, -3.0]

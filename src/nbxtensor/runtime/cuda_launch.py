@@ -226,11 +226,16 @@ def _slow(kernel, sig, grid, i, args, meta, key):
             targs.append(_DevPtr(st.ptr + a._offset * a._dtype.itemsize, a._dtype))
         else:
             targs.append(a)
+    # PyTorch's CUDA kernels are built without flush-to-zero (nvcc's -ftz=false); Triton builds libdevice with FTZ
+    # on unless told otherwise, which flushes float32 subnormals in exp, floor, pow, ... So kernels compile with it
+    # off unless the op says otherwise (found by the H200 tier). Done here, at compile time, so the fast path pays
+    # nothing for it.
+    opts = meta if "enable_reflect_ftz" in meta else {**meta, "enable_reflect_ftz": False}
     with C.DeviceGuard(i):
         if sig is None:  # autotuner / heuristics wrapper: always Triton's path
-            kernel[grid](*targs, **meta)
+            kernel[grid](*targs, **opts)
             return
-        ck = kernel.run(*targs, grid=grid, warmup=False, **meta)
+        ck = kernel.run(*targs, grid=grid, warmup=False, **opts)
     _stats["misses"] += 1
     if ck is None or key is None:
         return

@@ -11,7 +11,7 @@ from constants in operator code.
 
 from __future__ import annotations
 
-from .._errors import check
+from .._errors import check, fail
 from .interpret import HostArg
 from .triton_compat import INTERPRET, require_triton
 
@@ -39,22 +39,19 @@ def launch(kernel, grid, *args, **meta):
     Raises:
         RuntimeError: Triton missing; tensors on different devices; a CPU tensor outside the interpreter tier.
     """
-    require_triton("launch")
-    dev = None
+    # The host cost of this function is on every launch: the cuda path is kept to a loop, a compare and a call.
     for a in args:
         st = getattr(a, "_storage", None)
         if st is not None:
-            dev = st.device
             break
-    check(dev is not None, "launch: a kernel needs at least one tensor argument")
+    else:
+        fail("launch: a kernel needs at least one tensor argument")
+    dev = st.device
     if dev.type == "cuda":
-        # PyTorch's CUDA kernels are built without flush-to-zero (nvcc's -ftz=false); Triton builds libdevice with
-        # FTZ on unless told otherwise, which flushes float32 subnormals in exp, floor, pow, ... So every launch
-        # turns it off unless the op says otherwise. cuda_launch refuses tensors on other devices and pointers no
-        # allocator knows.
-        if "enable_reflect_ftz" not in meta:
-            meta["enable_reflect_ftz"] = False
-        return _cuda_launch().launch(kernel, grid, dev, args, meta)
+        # cuda_launch refuses tensors on other devices and pointers no allocator knows, and compiles without
+        # flush-to-zero (PyTorch's CUDA semantics).
+        return (_CUDA_LAUNCH or _cuda_launch()).launch(kernel, grid, dev, args, meta)
+    require_triton("launch")
     for t in args:
         if _is_tensor(t):
             check(t.device == dev, lambda: f"launch: tensor arguments on different devices: {dev} and {t.device}")
@@ -65,11 +62,11 @@ def launch(kernel, grid, *args, **meta):
     return kernel[grid](*host_args, **meta)
 
 
-_CUDA_LAUNCH = []
+_CUDA_LAUNCH = None
 
 
 def _cuda_launch():
-    if not _CUDA_LAUNCH:
-        from . import cuda_launch  # the torch-free CUDA path, imported once
-        _CUDA_LAUNCH.append(cuda_launch)
-    return _CUDA_LAUNCH[0]
+    global _CUDA_LAUNCH
+    from . import cuda_launch  # the torch-free CUDA path, imported once
+    _CUDA_LAUNCH = cuda_launch
+    return cuda_launch
