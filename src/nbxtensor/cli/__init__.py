@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "demo": ("demo", "run the end-to-end demo"),
     "embed": ("embed", "sentence embeddings from a sentence-transformers folder (default: all-MiniLM-L6-v2)"),
     "generate": ("generate", "text generation with a Llama-family model (default: SmolLM2-135M-Instruct, int4 GGUF)"),
+    "inspect": ("inspect", "tensors, dtypes, quantization, shapes, bytes and validation of a GGUF/safetensors checkpoint"),
 }
 
 

@@ -1,0 +1,82 @@
+"""``nbx inspect``: GGUF and safetensors checkpoints described from their headers (tensors, dtypes, quantization,
+shapes, bytes, totals) and validated (readable types, the Llama-family runner's weights and shapes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from nbxtensor import cli
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
+from llama_helpers import random_weights, save_gguf, save_hf_folder, tiny_config  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    cfg = tiny_config(vocab=280)
+    w = random_weights(cfg, seed=2)
+    d = tmp_path_factory.mktemp("inspect")
+    g = save_gguf(str(d / "t.gguf"), cfg, w, qtypes={"_proj.weight": "Q4_1", "embed_tokens.weight": "Q8_0"})
+    return cfg, w, g, save_hf_folder(str(d / "hf"), cfg, w)
+
+
+def _json(capsys, argv):
+    rc = cli.main(["inspect", *argv, "--json"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_gguf_report(files, capsys):
+    cfg, w, g, _ = files
+    rc, rep = _json(capsys, [g])
+    assert rc == 0 and rep["valid"] and rep["format"] == "gguf" and rep["architecture"] == "llama"
+    assert rep["totals"]["Q4_1"]["tensors"] == 14 and rep["totals"]["Q8_0"]["tensors"] == 1
+    assert rep["total_elements"] == sum(int(np.prod(a.shape)) for a in w.values())
+    q = next(t for t in rep["tensors"] if t["name"] == "blk.0.attn_q.weight")
+    assert q["shape"] == [64, 64] and q["bytes"] == 64 * 2 * 20 and "int4 asymmetric" in q["quantization"]
+    assert rep["config"]["num_key_value_heads"] == 2 and rep["tokenizer"]["pre"] == "smollm"
+    assert {c["check"] for c in rep["checks"]} >= {"tensor types readable", "runnable by nbx generate"}
+    assert cli.main(["inspect", g]) == 0
+    out = capsys.readouterr().out
+    assert "Q4_1: 14 tensors" in out and "ok: runnable by nbx generate" in out and f"total: {len(w)} tensors" in out
+
+
+def test_folder_report_and_a_missing_weight(files, capsys, tmp_path):
+    cfg, w, _, folder = files
+    rc, rep = _json(capsys, [folder])
+    assert rc == 0 and rep["format"] == "safetensors" and rep["totals"]["float32"]["tensors"] == len(w)
+    bad = dict(w)
+    del bad["model.layers.1.mlp.down_proj.weight"]
+    save_hf_folder(str(tmp_path / "bad"), cfg, bad)
+    rc, rep = _json(capsys, [str(tmp_path / "bad")])
+    assert rc == 1 and not rep["valid"]
+    assert any(not c["ok"] and "down_proj" in c["detail"] for c in rep["checks"])
+
+
+def test_unsupported_gguf_type_fails_validation(tmp_path, capsys):
+    import gguf
+    w = gguf.GGUFWriter(str(tmp_path / "q5.gguf"), "llama")
+    w.add_tensor("x.weight", gguf.quants.quantize(np.ones((2, 32), np.float32), gguf.GGMLQuantizationType.Q5_0),
+                 raw_dtype=gguf.GGMLQuantizationType.Q5_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    rc, rep = _json(capsys, [str(tmp_path / "q5.gguf")])
+    assert rc == 1 and any(c["check"] == "tensor types readable" and not c["ok"] and "Q5_0" in c["detail"]
+                           for c in rep["checks"])
+
+
+def test_errors_are_one_line(tmp_path, capsys):
+    assert cli.main(["inspect", str(tmp_path / "nothing")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("nbx inspect: error:") and err.count("\n") == 1
+    p = tmp_path / "broken.safetensors"
+    p.write_bytes((10 ** 6).to_bytes(8, "little") + b"{}")
+    assert cli.main(["inspect", str(p)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("nbx inspect: error:") and "Traceback" not in err
