@@ -110,7 +110,6 @@ def _read_modules(root: pathlib.Path) -> _Pipeline:
         return _Pipeline(root, PoolingConfig(), False, ["Transformer", "Pooling"])
     modules = _read_json(mpath, fn)
     check(isinstance(modules, list) and modules, lambda: f"{fn}: {mpath} must be a non-empty JSON list", ValueError)
-    modules = sorted(modules, key=lambda m: int(m.get("idx", 0)))
     kinds = []
     transformer_dir, pooling, normalize = None, None, False
     for m in modules:
@@ -272,9 +271,8 @@ class SentenceEncoder:
                                     device=dev)
                 den = count if mode == "mean" else count.sqrt()
                 outs.append((mean_sum / den).to(h.dtype))
-            else:  # weightedmean: position weights 1..L (counted from the first pooled token, as the input mask)
-                first = mask.argmax(axis=1)  # 0 for right-padded rows
-                wts = (np.arange(1, L + 1, dtype=np.float32)[None, :] - first[:, None]) * mask
+            else:  # weightedmean: weight p for the token at position p = 1..L of the right-padded row
+                wts = np.arange(1, L + 1, dtype=np.float32)[None, :] * mask
                 w = _tensor(wts.astype(np.float32).reshape(B, L, 1), device=dev)
                 den = _tensor(np.maximum(wts.sum(axis=1, keepdims=True), 1e-9).astype(np.float32), device=dev)
                 outs.append(((hf * w).sum(dim=1) / den).to(h.dtype))
