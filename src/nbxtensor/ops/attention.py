@@ -28,7 +28,13 @@ that are not powers of two (80, 96, 127, 129, 255, ...) are padded to the next p
 with masked loads (``BLOCK_D``). The key loop runs in two stages: key tiles every row of the query tile sees
 in full need no bounds or causal masks; the diagonal and the ragged last tile do (Triton's fused-attention
 tutorial's split). Causal launches visit the longest query tiles first. A fully masked row keeps ``m = -inf``
-and ``l = 0`` and is written as 0. Statistics are float64 for float64 inputs. On Hopper (the arch table's
+and ``l = 0`` and is written as 0. Statistics are float64 for float64 inputs. Float semantics on the GPU: the
+running maximum propagates NaN (``max.NaN.f32``, one instruction, as PyTorch's NaN rule); the output is
+``acc * (1 / l)`` with an IEEE reciprocal per row (FlashAttention's and PyTorch's fused kernels multiply by the
+row's reciprocal too; Triton's float32 ``/`` would be the 2-ulp ``div.full.f32``); the exponentials are
+``exp2``/``exp`` on the SFU (``ex2.approx``), FlashAttention's deliberate fast path, which
+:func:`attention_tolerance` covers (PyTorch's flash kernels are built with ``--use_fast_math``). Checked on the
+sm_90 code by tests/ops/test_ptx_audit.py. On Hopper (the arch table's
 ``"TMA"``) keys and values of 16-bit dtypes with aligned strides arrive through tensor descriptors (the bulk
 tensor copy engine: rows past ``S`` and columns past ``E`` are zero-filled by the hardware), else through
 masked pointer loads that Triton pipelines with ``cp.async``; both compile to ``wgmma`` on sm90 (checked
@@ -61,7 +67,7 @@ from ..shapes import broadcast_shapes, numel
 from ..tensor.core import Tensor, host_view, new_empty
 from . import registry
 from .registry import Cost, OpRecord, register
-from .triton_helpers import TL_DTYPES, convert
+from .triton_helpers import TL_DTYPES, convert, maximum_fast, nan_max_fast, rcp_rn
 
 __all__ = ["CausalVariant", "CausalBias", "causal_upper_left", "causal_lower_right", "attention_tolerance",
            "sdpa_oracle", "launch_attention", "LOG2E"]
@@ -232,10 +238,10 @@ def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo,
             qk = tl.where(n_ok[None, :], qk, float("-inf"))
         if DIAG:
             qk = tl.where(n[None, :] <= offs_m[:, None] + causal_off, qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        m_new = maximum_fast(m_i, nan_max_fast(qk, 1))
         # a row with no visible key so far keeps m = -inf: shift by 0 so exp gives 0, not NaN
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-        if EXP2:
+        if EXP2:  # ex2.approx: the fast path the module docstring accounts for
             p = tl.math.exp2(qk - shift[:, None])
             alpha = tl.math.exp2(m_i - shift)
         else:
@@ -332,9 +338,10 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
     acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, full, hi, offs_m, offs_n,
                                 d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, True, CAUSAL, MASK_KIND,
                                 EXP2, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC, TMA)
-    # a row that saw no key has l = 0 and acc = 0: written as 0 (PyTorch >= 2.5), never 0/0
+    # a row that saw no key has l = 0 and acc = 0: written as 0 (PyTorch >= 2.5), never 0/0. One IEEE reciprocal
+    # per row, then a product per element (FlashAttention's epilogue): within 1.5 ulp of acc / l.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-    out = acc / l_safe[:, None]
+    out = acc * rcp_rn(l_safe)[:, None]
     o_ptrs = O + z * soz + h64 * soh + m64[:, None] * som + offs_dv[None, :].to(tl.int64) * sod
     tl.store(o_ptrs, convert(out, O.dtype.element_ty), mask=m_ok[:, None] & dv_ok[None, :])
 

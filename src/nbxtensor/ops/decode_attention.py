@@ -52,7 +52,7 @@ from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from . import registry
 from .attention import FLOATS, LOG2E, _operand, _pow2, _round_p, _softmax_rows, kernel_dtypes
 from .registry import Cost, OpRecord, register
-from .triton_helpers import convert
+from .triton_helpers import convert, div_rn, maximum_fast, nan_max_fast, rcp_rn
 
 __all__ = ["launch_decode", "launch_append", "decode_oracle", "paged_decode_oracle", "gather_pages", "PagedKVCache",
            "split_plan"]
@@ -123,9 +123,9 @@ def _decode_split_kernel(Q, K, V, LENS, BT, MP, LP, OP, O,
             k = tl.load(k_head + krow[None, :], mask=d_ok[:, None] & n_ok[None, :], other=0.0)
         s = tl.dot(q, _operand(k, UPCAST), input_precision=PREC, out_dtype=ACC) * qk_scale
         s = tl.where(n_ok[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_new = maximum_fast(m_i, nan_max_fast(s, 1))  # NaN propagates (attention.py's float semantics)
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - shift[:, None])
+        p = tl.math.exp2(s - shift[:, None])  # ex2.approx: attention.py's deliberate fast path
         alpha = tl.math.exp2(m_i - shift)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
@@ -137,7 +137,7 @@ def _decode_split_kernel(Q, K, V, LENS, BT, MP, LP, OP, O,
         m_i = m_new
     if DIRECT:
         l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-        out = acc / l_safe[:, None]
+        out = acc * rcp_rn(l_safe)[:, None]  # one IEEE reciprocal per row, as attention.py's epilogue
         tl.store(O + b * syb + h[:, None] * syh + offs_dv[None, :].to(tl.int64) * syd,
                  convert(out, O.dtype.element_ty), mask=g_ok[:, None] & dv_ok[None, :])
     else:
@@ -165,8 +165,8 @@ def _decode_combine_kernel(MP, LP, OP, O, SPLITS, Hq, EV, smb, smh, sob, soh, so
     mmax = tl.full([BLOCK_S], float("-inf"), ACC)
     for s0 in range(0, SPLITS, BLOCK_S):
         s = s0 + offs_s
-        mmax = tl.maximum(mmax, tl.load(mbase + s, mask=s < SPLITS, other=float("-inf")))
-    mx = tl.max(mmax, 0)
+        mmax = maximum_fast(mmax, tl.load(mbase + s, mask=s < SPLITS, other=float("-inf")))
+    mx = nan_max_fast(mmax, 0)
     shift = tl.where(mx == float("-inf"), 0.0, mx)
     lsum = tl.zeros([BLOCK_S], ACC)
     acc = tl.zeros([BLOCK_DV], ACC)
@@ -179,7 +179,7 @@ def _decode_combine_kernel(MP, LP, OP, O, SPLITS, Hq, EV, smb, smh, sob, soh, so
                     other=0.0)
         acc += tl.sum(w[:, None] * o, 0)
     total = tl.sum(lsum, 0)
-    out = acc / tl.where(total == 0.0, 1.0, total)
+    out = div_rn(acc, tl.where(total == 0.0, 1.0, total))  # IEEE (Triton's float32 / is div.full.f32)
     tl.store(O + b * syb + h * syh + offs_dv.to(tl.int64) * syd, convert(out, O.dtype.element_ty), mask=dv_ok)
 
 

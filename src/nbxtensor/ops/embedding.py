@@ -17,7 +17,10 @@ read synchronises the stream, the price of never returning garbage.
 **Kernels**: ``_embedding_kernel`` copies ``BLOCK_T`` rows x ``BLOCK_D`` columns per program (64-bit offsets).
 With ``max_norm``: ``_embedding_mark_kernel`` flags the referenced rows (idempotent stores: duplicates are
 harmless), ``_embedding_renorm_kernel`` rescales each flagged row once (one program per row, the norm
-accumulated in float32, float64 for float64 tables).
+accumulated in float32, float64 for float64 tables). The norm is computed as the CPU implementation does it:
+an inf-norm whose row holds NaN is NaN (NaN-propagating maximum), so the row is not rescaled; the 2-norm's square
+root, the general ``p``'s ``pow`` and the scale's division are IEEE/libdevice (Triton's ``tl.sqrt`` and
+float32 ``/`` are approximate on the GPU; checked on the sm_90 code by tests/ops/test_ptx_audit.py).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, host_view, new_empty
 from . import registry
 from .registry import Cost, OpRecord, register
-from .triton_helpers import TL_DTYPES, convert
+from .triton_helpers import TL_DTYPES, convert, div_rn, libdevice, maximum, nan_max, rcp_rn, sqrt_rn
 
 __all__ = ["launch_embedding", "launch_renorm", "embedding_oracle", "renorm_oracle"]
 
@@ -84,6 +87,7 @@ def _embedding_renorm_kernel(W, FLAG, D, swv, swd, max_norm, p, KIND: tl.constex
     """Rescale row ``program_id`` in place when flagged and its norm exceeds ``max_norm``. KIND: 0 general
     ``p``, 1 (``p = 1``), 2 (``p = 2``), 3 (``p = inf``), 4 (``p = 0``, the count of nonzeros)."""
     r = tl.program_id(0).to(tl.int64)
+    one = tl.full([], 1.0, ACC)  # scalar arguments in ACC by arithmetic (Python floats under the interpreter)
     if tl.load(FLAG + r) != 0:
         base = W + r * swv
         offs = tl.arange(0, BLOCK_D)
@@ -96,21 +100,21 @@ def _embedding_renorm_kernel(W, FLAG, D, swv, swd, max_norm, p, KIND: tl.constex
             elif KIND == 2:
                 part += x * x
             elif KIND == 3:
-                part = tl.maximum(part, x)
+                part = maximum(part, x)
             elif KIND == 4:
                 part += tl.where(x != 0, 1.0, 0.0).to(ACC)
             else:
-                part += tl.where(x == 0, 0.0, tl.math.exp2(p * tl.math.log2(tl.where(x == 0, 1.0, x))))
+                part += tl.where(x == 0, 0.0, libdevice.pow(tl.where(x == 0, 1.0, x), p * one))
         if KIND == 3:
-            norm = tl.max(part, 0)
+            norm = nan_max(part, 0)
         elif KIND == 2:
-            norm = tl.sqrt(tl.sum(part, 0))
+            norm = sqrt_rn(tl.sum(part, 0))
         elif KIND == 0:
-            norm = tl.math.exp2(tl.math.log2(tl.sum(part, 0)) / p)
+            norm = libdevice.pow(tl.sum(part, 0), rcp_rn(p * one))
         else:
             norm = tl.sum(part, 0)
         if norm > max_norm:
-            scale = max_norm / (norm + 1e-7)
+            scale = div_rn(max_norm * one, norm + 1e-7)
             for d0 in range(0, D, BLOCK_D):
                 d = d0 + offs
                 ptr = base + d.to(tl.int64) * swd

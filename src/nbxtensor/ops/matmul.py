@@ -34,8 +34,10 @@ Kernels (Triton):
 - The epilogue (both kernels): ``act(alpha * acc + beta * C) + R``, rounded once to the output dtype. ``C`` is
   ``addmm``'s input / ``linear``'s bias (any broadcast, through strides: stride 0 on broadcast dims); with
   ``beta == 0`` it is not read (NaN in it does not propagate, as PyTorch). Activations: ``relu``, ``gelu``
-  (erf), ``gelu_tanh``, ``silu``. K = 0 runs the epilogue on a zero accumulator: zeros, or beta * C; never
-  uninitialised memory.
+  (erf), ``gelu_tanh``, ``silu``, computed as the elementwise ops compute them on the GPU (libdevice's
+  ``erf``/``tanh``/``exp`` and IEEE division, as nvcc's code for PyTorch's kernels: Triton's ``tl.exp`` and
+  float32 ``/`` are approximate; checked on the sm_90 code by tests/ops/test_ptx_audit.py). K = 0 runs the
+  epilogue on a zero accumulator: zeros, or beta * C; never uninitialised memory.
 
 Launch settings come from ``runtime/configs/<arch>.json`` (entries ``mm`` and ``gemv``); the ``interpret``
 table uses 16-wide tiles so the interpreter tier exercises tile edges, K tails, split-K and the swizzle on small
@@ -71,7 +73,7 @@ from . import dispatch, registry
 from . import pointwise as PW
 from .matmul_flags import tf32_enabled
 from .registry import Cost, OpRecord, register
-from .triton_helpers import convert
+from .triton_helpers import convert, div_rn, libdevice
 
 __all__ = ["linear", "einsum", "ACTIVATIONS", "FLOATS", "product"]
 
@@ -115,19 +117,18 @@ def _cvt(x, DT: tl.constexpr, EXACT: tl.constexpr):
 @jit
 def _activation(x, ACT: tl.constexpr):
     # 1 relu (NaN stays NaN, as torch.relu), 2 gelu with erf, 3 gelu with tanh, 4 silu (formulas: PyTorch's docs
-    # of GELU and SiLU). tanh and the sigmoid are built on exp(-|.|) <= 1, so nothing overflows at any input.
+    # of GELU and SiLU; libdevice's functions and IEEE division, as the elementwise gelu/silu kernels). The
+    # sigmoid is built on exp(-|x|) <= 1, so nothing overflows at any input.
     if ACT == 1:
         y = tl.where(x < 0, 0.0, x)
     elif ACT == 2:
-        y = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+        y = 0.5 * x * (1.0 + libdevice.erf(x * 0.7071067811865476))
     elif ACT == 3:
         u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-        e = tl.exp(-2.0 * tl.abs(u))
-        t = (1.0 - e) / (1.0 + e)
-        y = 0.5 * x * (1.0 + tl.where(u < 0, -t, t))
+        y = 0.5 * x * (1.0 + libdevice.tanh(u))
     elif ACT == 4:
-        e = tl.exp(-tl.abs(x))
-        y = x * tl.where(x < 0, e, 1.0) / (1.0 + e)
+        e = libdevice.exp(-tl.abs(x))
+        y = div_rn(x * tl.where(x < 0, e, 1.0), 1.0 + e)
     else:
         y = x
     return y

@@ -15,7 +15,10 @@ Formulas (PyTorch's documentation of ``torch.nn.functional``):
 **Numerics**: statistics are computed in float32 (float64 for float64 inputs) by a numerically stable method:
 a row that fits one tile takes two passes over registers (the mean, then the mean of squared deviations), so
 ``[40000, 40001, 40002, 40003]`` normalises to ``[-1.342, -0.447, 0.447, 1.342]`` where E[x^2] - E[x]^2
-cancels to garbage; longer rows combine per-tile (mean, M2) pairs by Chan et al.'s formula. rms_norm squares
+cancels to garbage; longer rows combine per-tile (mean, M2) pairs by Chan et al.'s formula. Means, variances
+and ``1 / sqrt(var + eps)`` use IEEE division and square root (:func:`~.triton_helpers.div_rn`,
+:func:`~.triton_helpers.sqrt_rn`; Triton's float32 ``/`` is the 2-ulp ``div.full.f32``), so a constant row
+normalises to exactly 0, as PyTorch's (checked on the sm_90 code by tests/ops/test_ptx_audit.py). rms_norm squares
 in float32, so float16 ``[300, -300, 100, 0]`` (squares beyond float16's 65504) comes out right. The result
 has the input's dtype; weight and bias may have any floating dtype and are read in the accumulation dtype.
 
@@ -41,9 +44,9 @@ from ..runtime.triton_compat import jit, tl
 from ..shapes import numel
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
-from .reduction import FLOATS, cdiv, launch_quiet, sqrt_rn, welford_combine
+from .reduction import FLOATS, cdiv, launch_quiet, welford_combine
 from .registry import Cost, OpRecord, register
-from .triton_helpers import TL_DTYPES, convert
+from .triton_helpers import TL_DTYPES, convert, div_rn, rcp_rn, sqrt_rn
 
 __all__ = ["launch_norm_rows", "launch_batch_norm"]
 
@@ -74,16 +77,17 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, RMS: tl
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
     base = rows[:, None] * N
     ch0 = ((rows % G) * CPG)[:, None]
+    n_f = N * tl.full([], 1, ACC)  # N in ACC, by arithmetic (an int argument equal to 1 arrives as a constexpr)
     if ONE_TILE:
         msk = row_ok[:, None] & (lanes < N)[None, :]
         x = tl.where(msk, convert(tl.load(x_ptr + base + lanes[None, :], mask=msk), ACC), 0.0)
         if RMS:
-            r = 1.0 / sqrt_rn(tl.sum(x * x, 1) / N + eps)
+            r = rcp_rn(sqrt_rn(div_rn(tl.sum(x * x, 1), n_f) + eps))
             y = x * r[:, None]
         else:
-            mean = tl.sum(x, 1) / N
+            mean = div_rn(tl.sum(x, 1), n_f)
             d = tl.where(msk, x - mean[:, None], 0.0)
-            r = 1.0 / sqrt_rn(tl.sum(d * d, 1) / N + eps)
+            r = rcp_rn(sqrt_rn(div_rn(tl.sum(d * d, 1), n_f) + eps))
             y = d * r[:, None]
         ch = ch0 + (tl.arange(0, BLOCK_N) // HW)[None, :]  # int32 division: n < BLOCK_N
         y = _affine(y, ch, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
@@ -101,10 +105,10 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, RMS: tl
             else:
                 # this tile's (mean, M2) by two passes over registers, merged with Chan's formula
                 c = tl.sum(msk.to(ACC), 1)
-                cm = tl.sum(x, 1) / tl.maximum(c, 1.0)
+                cm = div_rn(tl.sum(x, 1), tl.where(c < 1.0, 1.0, c))
                 d = tl.where(msk, x - cm[:, None], 0.0)
                 mean, m2, cnt = welford_combine(mean, m2, cnt, cm, tl.sum(d * d, 1), c)
-        r = 1.0 / sqrt_rn(m2 / N + eps)
+        r = rcp_rn(sqrt_rn(div_rn(m2, n_f) + eps))
         if GROUPED:
             for ci in range(0, CPG):
                 chan = ch0 + ci  # [BLOCK_M, 1]: one affine parameter per row for this channel
@@ -146,7 +150,7 @@ def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps,
     row_ok = rows < M
     c = rows % C
     mean = convert(tl.load(rm_ptr + c, mask=row_ok), ACC)
-    scale = 1.0 / sqrt_rn(convert(tl.load(rv_ptr + c, mask=row_ok), ACC) + eps)
+    scale = rcp_rn(sqrt_rn(convert(tl.load(rv_ptr + c, mask=row_ok), ACC) + eps))
     if HAS_W:
         scale = scale * convert(tl.load(w_ptr + c, mask=row_ok), ACC)
     if HAS_B:

@@ -33,7 +33,10 @@ element).
 
 **Numerics**: float16 and bfloat16 accumulate in float32 and round once (``float16 [0.01] * 65536`` sums to
 655.0, within one float16 ulp of PyTorch CPU's 655.5, which comes from its summation order); float32 in float32,
-float64 in float64; integers and bool in int64 (wrapping as PyTorch). Offsets are 64-bit.
+float64 in float64; integers and bool in int64 (wrapping as PyTorch). Offsets are 64-bit. On the GPU the float
+semantics are PyTorch's CUDA ones: divisions (means, variances, Welford's weights, a norm's ``1/p``) are IEEE
+(:func:`~.triton_helpers.div_rn`; Triton's float32 ``/`` is the 2-ulp ``div.full.f32``), logsumexp's exp and log
+are libdevice's, extrema propagate NaN (checked on the sm_90 code by tests/ops/test_ptx_audit.py).
 
 The ``cpu`` implementations use NumPy in the same accumulation dtypes, moving the reduced axes last and
 reducing contiguous rows (NumPy's pairwise summation). The oracles compute in float64 (int64 for integer sums)
@@ -62,8 +65,8 @@ from ..shapes import numel, wrap_dim
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from .registry import Cost, OpRecord, register
-from .triton_helpers import (TL_DTYPES, argmax_combine, argmin_combine, convert, ieee_options, libdevice, maximum,
-                             minimum, nan_argmax, nan_argmin, nan_max, nan_min)
+from .triton_helpers import (TL_DTYPES, argmax_combine, argmin_combine, convert, div_rn, ieee_options, libdevice,
+                             maximum, minimum, nan_argmax, nan_argmin, nan_max, nan_min, rcp_rn, sqrt_rn)
 
 __all__ = ["return_types", "canonical3", "memory_groups", "collapse_dims", "reduce_dims", "acc_dtype",
            "launch_reduction", "launch_quiet", "FLOATS", "INTS", "BARE_UINTS", "cdiv", "check_input", "compute_input",
@@ -211,10 +214,11 @@ def _minmax_combine(a0, a1, b0, b1):
 @jit
 def welford_combine(ma, qa, na, mb, qb, nb):
     # Chan, Golub & LeVeque, "Algorithms for computing the sample variance" (1983): pairwise update of
-    # (mean, M2, count). With nb == 1 this is Welford's one-element update.
+    # (mean, M2, count). With nb == 1 this is Welford's one-element update. nb / n is IEEE (div_rn), as ATen's
+    # WelfordOps::combine compiled by nvcc: a mean of equal values stays that value.
     n = na + nb
     d = mb - ma
-    w = tl.where(n == 0, 0.0, nb / tl.where(n == 0, 1.0, n))
+    w = tl.where(n == 0, 0.0, div_rn(nb, tl.where(n == 0, 1.0, n)))
     mean = ma + d * w
     m2 = qa + qb + tl.where((na == 0) | (nb == 0), 0.0, d * d * na * w)
     return mean, m2, n
@@ -224,23 +228,13 @@ def welford_combine(ma, qa, na, mb, qb, nb):
 def _lse_combine(ma, sa, mb, sb):
     # (m, s) stands for m + log(s), s = sum of exp(x - m) over the elements seen. One exp per combine: the
     # smaller max is rescaled to the larger. Equal maxima (also +-inf) just add their sums, so -inf rows stay
-    # -inf and +inf rows +inf; NaN propagates through the max.
+    # -inf and +inf rows +inf; NaN propagates through the max. libdevice's expf, as PyTorch's exp (tl.exp is
+    # ex2.approx of a rounded product: its error grows with |mn - mx|).
     mx = maximum(ma, mb)
     mn = minimum(ma, mb)
-    e = tl.where(mx == mn, 1.0, tl.exp(mn - mx))
+    e = tl.where(mx == mn, 1.0, libdevice.exp(mn - mx))
     s = tl.where(ma >= mb, sa + sb * e, sb + sa * e)
     return mx, s
-
-
-@jit
-def sqrt_rn(x):
-    """Correctly rounded square root: ``tl.sqrt_rn`` for float32 (``tl.sqrt`` may be approximate there); float64's
-    ``tl.sqrt`` is IEEE already (``sqrt_rn`` takes float32 only)."""
-    if x.dtype == tl.float64:
-        r = tl.sqrt(x)
-    else:
-        r = tl.sqrt_rn(x)
-    return r
 
 
 @jit
@@ -334,9 +328,10 @@ def _fold(a, b, c, va, vb, vc, m, step, KIND: tl.constexpr, STAGE: tl.constexpr,
     A variance's raw elements take Welford's one-element step (mean += d / n; M2 += d * (x - mean), so an inf
     makes M2 NaN as in PyTorch) with one reciprocal per iteration instead of a division per element: every
     active lane has seen exactly ``step`` elements before, because a lane only ever runs out at the end of its
-    range. Everything else combines states (:func:`_combine`)."""
+    range. Everything else combines states (:func:`_combine`). The reciprocal is IEEE (:func:`rcp_rn`), so the
+    increment ``d * inv`` is within an ulp of ATen's ``d / n`` and exact when ``n`` is a power of two."""
     if KIND == 7 and STAGE != 2:
-        inv = 1.0 / _as(step + 1, ACC)
+        inv = rcp_rn(_as(step + 1, ACC))
         d = va - a
         na = a + d * inv
         a = tl.where(m, na, a)
@@ -388,23 +383,26 @@ def _lanes(a, b, c, AXIS: tl.constexpr, KIND: tl.constexpr):
 
 @jit
 def _finish(ra, rb, rc, n_total, p, corr, FIN: tl.constexpr, ACC: tl.constexpr):
-    """The op's outputs from the combined state: ``(result, second result)``."""
+    """The op's outputs from the combined state: ``(result, second result)``. Divisions are IEEE (div_rn) and
+    logarithms libdevice's, as PyTorch's CUDA kernels compute them (Triton's float32 ``/`` is ``div.full.f32``
+    and ``tl.log`` ``lg2.approx``): the mean of ``[2, 2, 2]`` is exactly 2."""
     if FIN == 1:
-        res = ra / _as(n_total, ACC)
+        res = div_rn(ra, _as(n_total, ACC))
     elif FIN == 2:
         res = sqrt_rn(ra)
     elif FIN == 3:
-        res = libdevice.pow(ra, 1.0 / _as(p, ACC))
+        res = libdevice.pow(ra, rcp_rn(_as(p, ACC)))
     elif FIN == 4 or FIN == 5:
-        # PyTorch: divisor max(N - correction, 0); M2 / 0 gives inf, 0 / 0 NaN.
-        div = tl.maximum(rc - _as(corr, ACC), 0.0)
-        res = rb / div
+        # PyTorch (WelfordOps::project): divisor N > correction ? N - correction : 0; M2 / 0 gives inf, 0 / 0 NaN.
+        # (Not where(N - corr > 0, N - corr, 0): LLVM rewrites that select into a NaN-dropping max.f32.)
+        cf = _as(corr, ACC)
+        res = div_rn(rb, tl.where(rc > cf, rc - cf, 0.0))
         if FIN == 5:
             res = sqrt_rn(res)
     elif FIN == 6:
-        res = ra + tl.log(rb)
+        res = ra + libdevice.log(rb)
     elif FIN == 7:
-        res = ra / rb
+        res = div_rn(ra, rb)
     else:
         res = ra
     if FIN == 4 or FIN == 5:

@@ -35,7 +35,7 @@ from . import dispatch, registry
 from .reduction import (BARE_UINTS, FLOATS, INTS, canonical3, cdiv, check_input, collapse_dims, compute_input,
                         finish_out, launch_quiet, new_out, refuse_dtype, return_types, tmp_like_groups)
 from .registry import Cost, OpRecord, register
-from .triton_helpers import TL_DTYPES, convert, maximum, minimum
+from .triton_helpers import TL_DTYPES, convert, libdevice, maximum, minimum
 
 __all__ = ["launch_scan"]
 
@@ -72,12 +72,13 @@ def _cummin_combine(va, ia, vb, ib):
 
 @jit
 def _logaddexp(a, b):
-    # log(exp(a) + exp(b)) = max + log(1 + exp(min - max)); equal arguments (also +-inf) give max + log 2, so
-    # -inf stays -inf and +inf +inf; NaN propagates through the max.
+    # log(exp(a) + exp(b)) = max + log1p(exp(min - max)) (ATen's _log_add_exp_helper, with libdevice's log1p
+    # and exp as nvcc's code: tl.log/tl.exp are lg2/ex2.approx); equal arguments (also +-inf) give
+    # max + log 2, so -inf stays -inf and +inf +inf; NaN propagates through the max.
     mx = maximum(a, b)
     mn = minimum(a, b)
     e = tl.where(mx == mn, 0.0, mn - mx)
-    return mx + tl.log(1.0 + tl.exp(e))
+    return mx + libdevice.log1p(libdevice.exp(e))
 
 
 @jit

@@ -13,7 +13,8 @@ Every kernel of nbxtensor uses these instead of the raw primitive:
   propagate NaN the way PyTorch does (``torch.maximum``, ``amax`` and ``argmax`` treat NaN as the extreme).
   :func:`maximum`, :func:`minimum` (elementwise), :func:`max_combine`/:func:`min_combine` and
   :func:`argmax_combine`/:func:`argmin_combine` (for ``tl.reduce``; NaN wins, the first index wins ties) and
-  the reductions :func:`nan_max`, :func:`nan_min`, :func:`nan_argmax`, :func:`nan_argmin`.
+  the reductions :func:`nan_max`, :func:`nan_min`, :func:`nan_argmax`, :func:`nan_argmin`; for hot loops
+  :func:`maximum_fast`/:func:`nan_max_fast` (the hardware's NaN-propagating ``max.NaN.f32``).
 - **Conversions.** :func:`convert` implements :mod:`nbxtensor.dtypes.casting` exactly, on the GPU and under
   the interpreter alike: float to integer truncates with NaN -> 0 and saturation; float8_e4m3fn saturates to
   +-448; float8_e5m2 overflows to inf; float64 and integers reach float16/bfloat16/float8 through float32
@@ -30,9 +31,10 @@ Every kernel of nbxtensor uses these instead of the raw primitive:
   (``ex2.approx.ftz`` inside ``expf``, ``rcp.approx.ftz`` inside ``tanhf`` ...) is libdevice's own
   implementation on range-reduced arguments, as in CUDA's math library. (2) Triton lowers float32 ``/`` to
   ``div.full.f32`` (2 ulp, wrong for huge divisors) and ``tl.sqrt``/``tl.exp``/``tl.log``/``tl.sin``/``tl.cos``
-  to ``.approx`` instructions: kernels use :func:`div_rn`, :func:`sqrt_rn` (float32 and float64; Triton's own
-  ``tl.div_rn``/``tl.sqrt_rn`` refuse float64) and libdevice instead (checked on the sm_90 PTX and TTIR of
-  every elementwise kernel by tests/ops/test_pointwise.py).
+  to ``.approx`` instructions: kernels use :func:`div_rn`, :func:`rcp_rn`, :func:`sqrt_rn` (float32 and
+  float64; Triton's own ``tl.div_rn``/``tl.sqrt_rn`` refuse float64) and libdevice instead (checked on the
+  sm_90 PTX and TTIR of every elementwise kernel by tests/ops/test_pointwise.py, of every other family by
+  tests/ops/test_ptx_audit.py).
 - **libdevice under the interpreter.** Triton's interpreter cannot call libdevice
   (``extern_elementwise`` raises). :func:`patch_interpreter` maps the libdevice symbols used here to NumPy
   (float64 where NumPy lacks the function, then rounded), so kernels use one source on both tiers; the GPU
@@ -47,7 +49,8 @@ import numpy as np
 
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 
-__all__ = ["libdevice", "IEEE_OPTIONS", "ieee_options", "patch_interpreter", "div_rn", "sqrt_rn", "floordiv_int",
+__all__ = ["libdevice", "IEEE_OPTIONS", "ieee_options", "patch_interpreter", "div_rn", "sqrt_rn", "rcp_rn",
+           "maximum_fast", "nan_max_fast", "floordiv_int",
            "remainder_int", "floordiv_float", "remainder_float",
            "maximum", "minimum", "max_combine", "min_combine", "argmax_combine", "argmin_combine", "nan_max",
            "nan_min", "nan_argmax", "nan_argmin", "convert", "isnan", "signbit", "rint", "TL_DTYPES"]
@@ -220,6 +223,13 @@ def sqrt_rn(x):
     return r
 
 
+@jit
+def rcp_rn(x):
+    """``1 / x`` correctly rounded (IEEE), float32 or float64 (:func:`div_rn` of a one; Triton's float32
+    ``1.0 / x`` is ``div.full.f32``)."""
+    return div_rn(tl.full(x.shape, 1.0, x.dtype), x)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Division and remainder
 # ---------------------------------------------------------------------------------------------------------
@@ -344,6 +354,21 @@ def nan_argmax(x, idx, axis: tl.constexpr):
 def nan_argmin(x, idx, axis: tl.constexpr):
     """(min value, its index) along ``axis``; NaN wins; the first occurrence wins."""
     return tl.reduce((x, idx), axis, argmin_combine)
+
+
+@jit
+def maximum_fast(a, b):
+    """``torch.maximum`` through the hardware's NaN-propagating maximum (``tl.maximum`` with
+    ``PropagateNan.ALL``: one ``max.NaN.f32`` on sm_80+, a compare and select for float64): NaN if either is
+    NaN, for hot loops where :func:`maximum`'s three selects cost (attention's running row maximum). On the GPU a
+    (+0, -0) pair gives +0 in either order (LLVM's ``llvm.maximum``, IEEE 754-2019's ``maximum``)."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@jit
+def nan_max_fast(x, axis: tl.constexpr):
+    """``tl.max`` with PyTorch's NaN rule, combined by :func:`maximum_fast`."""
+    return tl.reduce(x, axis, maximum_fast)
 
 
 # ---------------------------------------------------------------------------------------------------------
