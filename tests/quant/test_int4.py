@@ -201,3 +201,31 @@ def test_handle_and_cost():
     c = registry.get("int4_linear").cost(input=nbx.empty(1, 128), qweight=lin.qweight, scales=lin.scales)
     assert (c.flops, c.bytes_read, c.bytes_written) == (2 * 16 * 128, 128 * 4 + 16 * 64 + 64, 16 * 4)
     assert registry.get("int4_linear").oracle is int4_linear_oracle
+
+
+@pytest.mark.parametrize("G", GROUP_SIZES)
+@pytest.mark.parametrize("act,sc", [("*bf16", "*fp16"), ("*fp16", "*bf16"), ("*fp32", "*fp32")])
+@pytest.mark.parametrize("has_min", [True, False])
+def test_kernels_compile_for_sm90(G, act, sc, has_min):
+    """The int4 kernels compile for the H200 (sm90) here, without a GPU, at the generic table's tiles."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ops"))
+    import reduce_harness as H
+    reason = H.aot_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import triton.language as tl
+    from nbxtensor.quant import int4 as Q
+    out = {"*bf16": tl.bfloat16, "*fp16": tl.float16, "*fp32": tl.float32}[act]
+    import json
+    from nbxtensor.runtime.configs import CONFIG_DIR
+    with open(os.path.join(CONFIG_DIR, "generic.json")) as f:
+        cfg = json.load(f)["int4_gemv"][-1]["config"]
+    types = dict(X=act, W="*u8", S=sc, MN=sc, B=act, OUT=act, N="i32", NG="i32", sxm="i64", sxk="i64", swn="i64",
+                 ssn="i64", som="i64", son="i64")
+    H.compile_sm90(Q._int4_gemv_kernel, types, dict(G=G, BLOCK_N=cfg["BLOCK_N"], BLOCK_G=max(1, cfg["BLOCK_K"] // G),
+                                                    HAS_MIN=has_min, HAS_BIAS=True, ACC=tl.float32, OUT_DT=out,
+                                                    EXACT=False))
+    types = dict(W="*u8", S=sc, MN=sc, OUT=act, N="i32", NG="i32", swn="i64", ssn="i64", son="i64", sok="i64")
+    H.compile_sm90(Q._int4_dequant_kernel, types, dict(G=G, BLOCK_N=16, BLOCK_G=max(1, 256 // G), HAS_MIN=has_min,
+                                                       OUT_DT=out, EXACT=False))
