@@ -203,3 +203,17 @@ def test_smollm2_llama_cpp_peer(smollm2):
         theirs = np.array(llm.scores[len(ids) - 1], dtype=np.float64)
         ours = smollm2.forward([ids], smollm2.new_cache(1, len(ids))).cpu().numpy()[0]
         assert np.abs(theirs - ours).max() <= 1.5 * p["llama_cpp_max_logit_diff"] + 1e-3
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16bit_activations(folders, tmp_path, dtype, device):
+    """16-bit activations (the CUDA default is bfloat16): logits within the dtype's rounding of the float64
+    model, float and packed int4 weights alike."""
+    cfg, w, path = folders["llama-gqa"]
+    gg = save_gguf(str(tmp_path / "m.gguf"), cfg, w, qtypes={"_proj.weight": "Q4_1"})
+    for p, ref in ((path, reference_logits(cfg, w, PROMPT)),
+                   (gg, reference_logits(cfg, gguf_effective_weights(gg), PROMPT))):
+        m = LlamaModel.load(p, device=device, dtype=dtype)
+        out = m.forward([PROMPT], m.new_cache(1, 12), all_logits=True)
+        assert out.dtype is getattr(nbx, dtype)
+        _close(out.float().cpu().numpy()[0], ref, rel=0.03 if dtype == "bfloat16" else 4e-3)
