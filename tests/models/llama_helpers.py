@@ -175,6 +175,9 @@ def save_gguf(path: str, cfg: dict, weights: dict, *, qtypes: dict | None = None
     w.add_float32(f"{arch}.rope.freq_base", cfg["rope_theta"])
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
     w.add_uint32(f"{arch}.vocab_size", cfg["vocab_size"])
+    if cfg.get("head_dim"):
+        w.add_uint32(f"{arch}.attention.key_length", cfg["head_dim"])
+        w.add_uint32(f"{arch}.attention.value_length", cfg["head_dim"])
     tokens, merges, types = byte_vocab()
     tokens = tokens + [f"<unused{i}>" for i in range(cfg["vocab_size"] - len(tokens))]
     types = types + [4] * (len(tokens) - len(types))

@@ -100,6 +100,17 @@ def test_gguf_path(folders, tmp_path, qtypes, device):
     assert packed.codec is not None and packed.codec.encode("in the")[:1] == [packed.codec.tokenizer.token_to_id("in")]
 
 
+@pytest.mark.parametrize("variant,arch", [("qwen2-bias", "qwen2"), ("qwen3-qknorm", "qwen3")])
+def test_gguf_qwen_architectures(folders, tmp_path, variant, arch, device):
+    """qwen2/qwen3 GGUF files keep Hugging Face's row order and the rotate-half RoPE (llama.cpp's NEOX type)."""
+    cfg, w, _ = folders[variant]
+    path = save_gguf(str(tmp_path / "q.gguf"), cfg, w, arch=arch, qtypes={"mlp.up_proj.weight": "Q4_0"})
+    m = LlamaModel.load(path, device=device, dtype=nbx.float32)
+    assert m.config.model_type == arch and not m.config.rope_interleaved
+    ref = reference_logits(cfg, gguf_effective_weights(path), PROMPT)
+    _close(m.forward([PROMPT], m.new_cache(1, 12), all_logits=True).cpu().numpy()[0], ref)
+
+
 def test_generate_greedy_sampling_and_stops(folders, device):
     cfg, w, path = folders["llama-gqa"]
     m = LlamaModel.load(path, device=device, dtype=nbx.float32)
