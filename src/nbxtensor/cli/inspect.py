@@ -3,7 +3,8 @@ is loaded): tensors with dtype or quantization, shape and bytes; totals per dtyp
 and validation.
 
 Inputs: a GGUF file (parsed with the ``gguf`` package, :mod:`nbxtensor.io.gguf`), a safetensors file, a sharded
-index, or a Hugging Face folder (``config.json`` + safetensors). Validation: safetensors headers by the strict
+index, or a Hugging Face folder (``config.json`` + safetensors; GPTQ/AWQ 4-bit folders are recognised by their
+``quantization_config``). Validation: safetensors headers by the strict
 rules of :mod:`nbxtensor.io.header` (ranges, overlaps, dtypes, index consistency); GGUF tensor types that
 nbxtensor reads; and, with a config (GGUF hyper-parameters or ``config.json``), whether the Llama-family runner
 accepts it and every weight it needs is present with the expected shape. ``--json`` prints one JSON object.
@@ -144,8 +145,20 @@ def _inspect_safetensors(path: str) -> dict:
             config = json.load(fh)
         info["architecture"] = config.get("model_type")
         from ..models.llama import SUPPORTED_MODEL_TYPES
+        shapes = {t["name"]: t["shape"] for t in tensors}
+        qc = config.get("quantization_config") or {}
+        method = str(qc.get("quant_method", "")).lower()
+        if method in ("gptq", "awq"):  # packed layers: the logical [N, K] of each .qweight
+            label = f"int4 {method.upper()}, groups of {qc.get('group_size')} (packed)"
+            for t in tensors:
+                if t["name"].endswith((".qweight", ".qzeros", ".scales")):
+                    t["quantization"] = label
+                if t["name"].endswith(".qweight"):
+                    a, b = t["shape"]
+                    shapes[t["name"][:-len(".qweight")] + ".weight"] = (b, a * 8) if method == "gptq" else (b * 8, a)
+            info["quantization"] = label
         if config.get("model_type") in SUPPORTED_MODEL_TYPES:
-            info["config"] = _check_model(config, {t["name"]: t["shape"] for t in tensors}, checks)
+            info["config"] = _check_model(config, shapes, checks)
     return dict(info, tensors=tensors, checks=checks)
 
 

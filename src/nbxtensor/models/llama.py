@@ -164,6 +164,39 @@ class GenerationStats:
         return n / self.decode_s if n > 0 and self.decode_s > 0 else float("nan")
 
 
+def _packed_folder_weights(sd, qc: dict, dev, dt) -> dict:
+    """A GPTQ or AWQ checkpoint's state dict -> weights: packed layers as :class:`QuantLinear` (layouts in
+    :mod:`nbxtensor.quant.gptq`), the rest as float ``dt`` on ``dev``."""
+    from ..quant.gptq import awq_to_int4, gptq_to_int4
+    method = str(qc.get("quant_method", "")).lower()
+    check(method in ("gptq", "awq"), lambda: f"LlamaModel: quantization method '{method}' is not supported (gptq, "
+          "awq)", NotImplementedError)
+    check(int(qc.get("bits", 4)) == 4, lambda: f"LlamaModel: {method} with {qc.get('bits')} bits is not supported "
+          "(4 bits only)", NotImplementedError)
+    if method == "awq":
+        check(str(qc.get("version", "gemm")).lower() == "gemm" and qc.get("zero_point", True),
+              lambda: f"LlamaModel: AWQ version {qc.get('version')!r} / zero_point={qc.get('zero_point')} is not "
+              "supported (gemm with zero points)", NotImplementedError)
+    G = int(qc.get("group_size", 128))
+    fmt = str(qc.get("checkpoint_format", "gptq")).lower()
+    out, used = {}, set()
+    for k in sd:
+        if not k.endswith(".qweight"):
+            continue
+        p = k[:-len(".qweight")]
+        if method == "gptq":
+            q, s, m = gptq_to_int4(sd[k], sd[p + ".qzeros"], sd[p + ".scales"], sd.get(p + ".g_idx"), group_size=G,
+                                   checkpoint_format=fmt)
+        else:
+            q, s, m = awq_to_int4(sd[k], sd[p + ".qzeros"], sd[p + ".scales"], group_size=G)
+        out[p + ".weight"] = QuantLinear.from_packed(q, s, m, group_size=G, device=dev)
+        used.update(p + suf for suf in (".qweight", ".qzeros", ".scales", ".g_idx"))
+    for k, v in sd.items():
+        if k not in used and v.dtype.kind == T.KIND_FLOAT:
+            out[k] = v.to(dev).to(dt) if v.dtype is not dt else v.to(dev)
+    return out
+
+
 class LlamaModel:
     """A Llama-family decoder (see the module docstring).
 
@@ -261,7 +294,8 @@ class LlamaModel:
 
     @classmethod
     def from_folder(cls, path, *, device="cpu", dtype=T.float32) -> "LlamaModel":
-        """A Hugging Face folder: ``config.json``, safetensors (sharded or not), ``tokenizer.json`` (optional)."""
+        """A Hugging Face folder: ``config.json``, safetensors (sharded or not), ``tokenizer.json`` (optional).
+        GPTQ and AWQ 4-bit checkpoints (``quantization_config``) load packed (:mod:`nbxtensor.quant.gptq`)."""
         from ..io import load_checkpoint
         from .chat import TextCodec
         path = os.fspath(path)
@@ -271,8 +305,12 @@ class LlamaModel:
             raw = json.load(f)
         cfg = LlamaConfig.from_dict(raw)
         dev, dt = _device(device), T.dtype_from(dtype)
-        sd = load_checkpoint(path, device=dev)
-        weights = {k: (v if v.dtype is dt else v.to(dt)) for k, v in sd.items() if v.dtype.kind == T.KIND_FLOAT}
+        qc = raw.get("quantization_config")
+        if qc:
+            weights = _packed_folder_weights(load_checkpoint(path, device="cpu"), qc, dev, dt)
+        else:
+            sd = load_checkpoint(path, device=dev)
+            weights = {k: (v if v.dtype is dt else v.to(dt)) for k, v in sd.items() if v.dtype.kind == T.KIND_FLOAT}
         codec = TextCodec.from_folder(path, raw) if os.path.isfile(os.path.join(path, "tokenizer.json")) else None
         return cls(cfg, weights, device=dev, dtype=dt, codec=codec, source=path)
 
