@@ -164,6 +164,41 @@ class GenerationStats:
         return n / self.decode_s if n > 0 and self.decode_s > 0 else float("nan")
 
 
+def _rows(parts: list[Tensor]) -> Tensor:
+    """The row-wise concatenation of same-dtype tensors ``[n_i, ...]`` (a new tensor on their device)."""
+    out = new_empty((sum(t.shape[0] for t in parts),) + tuple(parts[0].shape[1:]), parts[0].dtype, parts[0].device)
+    r = 0
+    for t in parts:
+        out[r:r + t.shape[0]].copy_(t)
+        r += t.shape[0]
+    return out
+
+
+def _fuse_qkv(lay: dict) -> None:
+    """Replace ``q``, ``k``, ``v`` (and biases) by one ``qkv`` weight when they are alike: float tensors of one
+    dtype, or packed int4 with one group size, form and scale dtype. One product instead of three per layer."""
+    ws = [lay["q"], lay["k"], lay["v"]]
+    bs = [lay["q_b"], lay["k_b"], lay["v_b"]]
+    if any(b is not None for b in bs) and (any(b is None for b in bs) or len({b.dtype for b in bs}) > 1):
+        return
+    if all(isinstance(w, QuantLinear) for w in ws):
+        a = ws[0]
+        if any(w.group_size != a.group_size or w.symmetric != a.symmetric or w.scales.dtype is not a.scales.dtype
+               or w.bias is not None for w in ws):
+            return
+        fused = QuantLinear(_rows([w.qweight for w in ws]), _rows([w.scales for w in ws]),
+                            None if a.symmetric else _rows([w.mins for w in ws]), group_size=a.group_size,
+                            cache=a.cache)
+    elif all(isinstance(w, Tensor) for w in ws) and len({w.dtype for w in ws}) == 1:
+        fused = _rows(ws)
+    else:
+        return
+    lay["qkv"] = fused
+    lay["qkv_b"] = None if bs[0] is None else _rows(bs)
+    for n in ("q", "k", "v"):
+        del lay[n], lay[n + "_b"]
+
+
 def _packed_folder_weights(sd, qc: dict, dev, dt) -> dict:
     """A GPTQ or AWQ checkpoint's state dict -> weights: packed layers as :class:`QuantLinear` (layouts in
     :mod:`nbxtensor.quant.gptq`), the rest as float ``dt`` on ``dev``."""
@@ -257,6 +292,7 @@ class LlamaModel:
             if cfg.qk_norm:
                 lay["q_norm"] = get(p + "self_attn.q_norm.weight", (D,))
                 lay["k_norm"] = get(p + "self_attn.k_norm.weight", (D,))
+            _fuse_qkv(lay)
             self.layers.append(lay)
         rope_cfg = dict(cfg.raw)
         rope_cfg.setdefault("head_dim", D)
@@ -405,9 +441,15 @@ class LlamaModel:
         h = F_emb(ids, self.embed)
         for i, lay in enumerate(self.layers):
             x = F_rms(h, (H,), lay["in_norm"], cfg.rms_norm_eps)
-            q = self._lin(x, lay["q"], lay["q_b"]).view(B, S, Hq, D)
-            k = self._lin(x, lay["k"], lay["k_b"]).view(B, S, Hk, D)
-            v = self._lin(x, lay["v"], lay["v_b"]).view(B, S, Hk, D)
+            if "qkv" in lay:  # one product for q, k and v; the three are views of its output
+                y = self._lin(x, lay["qkv"], lay["qkv_b"])
+                q = y[..., :Hq * D].view(B, S, Hq, D)
+                k = y[..., Hq * D:(Hq + Hk) * D].view(B, S, Hk, D)
+                v = y[..., (Hq + Hk) * D:].view(B, S, Hk, D)
+            else:
+                q = self._lin(x, lay["q"], lay["q_b"]).view(B, S, Hq, D)
+                k = self._lin(x, lay["k"], lay["k_b"]).view(B, S, Hk, D)
+                v = self._lin(x, lay["v"], lay["v_b"]).view(B, S, Hk, D)
             if cfg.qk_norm:
                 q = F_rms(q, (D,), lay["q_norm"], cfg.rms_norm_eps)
                 k = F_rms(k, (D,), lay["k_norm"], cfg.rms_norm_eps)
