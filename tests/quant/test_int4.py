@@ -221,11 +221,37 @@ def test_kernels_compile_for_sm90(G, act, sc, has_min):
     from nbxtensor.runtime.configs import CONFIG_DIR
     with open(os.path.join(CONFIG_DIR, "generic.json")) as f:
         cfg = json.load(f)["int4_gemv"][-1]["config"]
-    types = dict(X=act, W="*u8", S=sc, MN=sc, B=act, OUT=act, N="i32", NG="i32", sxm="i64", sxk="i64", swn="i64",
-                 ssn="i64", som="i64", son="i64")
+    types = dict(X=act, W="*u8", S=sc, MN=sc, B=act, R=act, OUT=act, N="i32", NG="i32", sxm="i64", sxk="i64",
+                 swn="i64", ssn="i64", srm="i64", srn="i64", som="i64", son="i64")
     H.compile_sm90(Q._int4_gemv_kernel, types, dict(G=G, BLOCK_N=cfg["BLOCK_N"], BLOCK_G=max(1, cfg["BLOCK_K"] // G),
-                                                    HAS_MIN=has_min, HAS_BIAS=True, ACC=tl.float32, OUT_DT=out,
+                                                    HAS_MIN=has_min, HAS_BIAS=True, HAS_RES=has_min,
+                                                    ACT=4 if has_min else 0, ACC=tl.float32, OUT_DT=out,
                                                     EXACT=False))
     types = dict(W="*u8", S=sc, MN=sc, OUT=act, N="i32", NG="i32", swn="i64", ssn="i64", son="i64", sok="i64")
     H.compile_sm90(Q._int4_dequant_kernel, types, dict(G=G, BLOCK_N=16, BLOCK_G=max(1, 256 // G), HAS_MIN=has_min,
                                                        OUT_DT=out, EXACT=False))
+
+
+@pytest.mark.parametrize("act", [None, "silu", "gelu"])
+def test_epilogue_activation_and_residual(device, act):
+    """``act(x W^T + b) + residual`` in the kernel's epilogue, GEMV and prefill paths; the residual may be the
+    output itself (an in-place update)."""
+    from nbxtensor.ops.matmul import _np_activation
+    N, K = (6, 64) if QUICK else (70, 256)
+    lin = _lin(N, K, 32, False, T.float16, device, bias=True)
+    W = dequantize_oracle(lin.qweight, lin.scales, lin.mins, 32)
+    for M in (1, 7):
+        x = rng.standard_normal((M, K)).astype(np.float32)
+        r0 = rng.standard_normal((M, N)).astype(np.float32)
+        h = nbx.tensor(r0, device=device)
+        y = lin(nbx.tensor(x, device=device), activation=act, residual=h, out=h)
+        assert y is h
+        ref = int4_linear_oracle(x, lin.qweight, lin.scales, lin.mins, lin.bias, 32, activation=act, residual=r0)
+        want = _np_activation(x.astype(np.float64) @ W.T + lin.bias.cpu().numpy(), act) + r0
+        assert np.allclose(ref, want)
+        _check_linear(h.cpu().numpy(), ref, x, W, T.float32, K)
+    with pytest.raises(ValueError, match="unknown activation"):
+        lin(nbx.ones(1, K, device=device), activation="tanh")
+    with pytest.raises(RuntimeError, match="residual must be"):
+        int4_linear(nbx.ones(1, K, device=device), lin.qweight, lin.scales, lin.mins, group_size=32,
+                    residual=nbx.ones(2, N, device=device))

@@ -397,11 +397,10 @@ class LlamaModel:
 
     def _lin(self, x: Tensor, w, b=None, *, activation=None, residual=None) -> Tensor:
         if isinstance(w, QuantLinear):
-            y = w(x)
-            if b is not None:
-                y = y + b
-            if activation == "silu":
-                y = _fn("silu")(y)
+            if b is None:  # bias, activation and residual in the kernel's epilogue
+                return w(x, activation=activation, residual=residual)
+            y = w(x) + b
+            y = _fn("silu")(y) if activation == "silu" else y
             return y if residual is None else residual + y
         return _linear(x, w, b, activation=activation, residual=residual)
 

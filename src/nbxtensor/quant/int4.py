@@ -31,7 +31,9 @@ multiplies by it in float64.
   ``m`` of ``x``); it loops over ``K`` in steps of ``BLOCK_G`` whole groups, loads each packed byte of its rows
   once, splits the nibbles in registers and accumulates per group ``s * (sum_j q_j x_j) + m * (sum_j x_j)``
   (symmetric: ``s * (sum q x - 8 sum x)``) in float32: one scale multiply per group, not per weight. The weight
-  is never expanded in memory: a decode step reads the packed bytes, the scales and ``x`` once.
+  is never expanded in memory: a decode step reads the packed bytes, the scales and ``x`` once. The epilogue
+  adds the bias, applies the activation of :mod:`nbxtensor.ops.matmul`'s epilogue (silu for a gate projection)
+  and adds a residual (which may be the output: ``h = linear(x, residual=h, out=h)``), rounding once.
 - ``_int4_dequant_kernel`` (prefill, ``M > MAX_M``): writes ``W`` in the activation dtype into a scratch
   buffer, then the GEMM of :mod:`nbxtensor.ops.matmul` runs (dequantize-then-GEMM; the scratch is ``N * K``
   elements of the activation dtype for one call).
@@ -54,6 +56,7 @@ from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..ops import registry
+from ..ops.matmul import ACTIVATIONS, _ACT_CODE, _activation, _np_activation
 from ..ops.registry import Cost, OpRecord, register
 from ..ops.triton_helpers import TL_DTYPES, convert
 from ..runtime.configs import launch_config
@@ -166,10 +169,13 @@ def dequantize_oracle(qweight, scales, mins=None, group_size: int = 32) -> np.nd
     return w.reshape(N, K)
 
 
-def int4_linear_oracle(input, qweight, scales, mins=None, bias=None, group_size: int = 32, **_) -> np.ndarray:
-    """``input @ W.T + bias`` in float64 with ``W`` from :func:`dequantize_oracle`."""
+def int4_linear_oracle(input, qweight, scales, mins=None, bias=None, group_size: int = 32, activation=None,
+                       residual=None, **_) -> np.ndarray:
+    """``act(input @ W.T + bias) + residual`` in float64 with ``W`` from :func:`dequantize_oracle`."""
     y = _f64(input) @ dequantize_oracle(qweight, scales, mins, group_size).T
-    return y + _f64(bias) if bias is not None else y
+    y = y + _f64(bias) if bias is not None else y
+    y = _np_activation(y, activation)
+    return y + _f64(residual) if residual is not None else y
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -196,9 +202,10 @@ def _store_cvt(x, DT: tl.constexpr, EXACT: tl.constexpr):
 
 
 @jit
-def _int4_gemv_kernel(X, W, S, MN, B, OUT, N, NG, sxm, sxk, swn, ssn, som, son,
+def _int4_gemv_kernel(X, W, S, MN, B, R, OUT, N, NG, sxm, sxk, swn, ssn, srm, srn, som, son,
                       G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr, HAS_MIN: tl.constexpr,
-                      HAS_BIAS: tl.constexpr, ACC: tl.constexpr, OUT_DT: tl.constexpr, EXACT: tl.constexpr):
+                      HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, ACC: tl.constexpr,
+                      OUT_DT: tl.constexpr, EXACT: tl.constexpr):
     # out[m, n] = sum_g (s[n,g] * sum_j q[n,g,j] x[m,g,j] + min[n,g] * sum_j x[m,g,j]); the byte j of a group
     # holds codes j (low nibble) and j + G/2 (high nibble), so x splits into two contiguous halves per group.
     H: tl.constexpr = G // 2
@@ -230,6 +237,9 @@ def _int4_gemv_kernel(X, W, S, MN, B, OUT, N, NG, sxm, sxk, swn, ssn, som, son,
             acc += tl.sum(s * (d - 8.0 * xs[None, :]), axis=1)
     if HAS_BIAS:
         acc += _f32(tl.load(B + wn), EXACT).to(ACC)
+    acc = _activation(acc, ACT)  # the matmul epilogue's activations (silu for a gate projection)
+    if HAS_RES:  # R may be OUT itself: each element is read before this program writes it
+        acc += _f32(tl.load(R + m * srm + rn.to(tl.int64) * srn, mask=rn < N, other=0), EXACT).to(ACC)
     tl.store(OUT + m * som + rn.to(tl.int64) * son, _store_cvt(acc, OUT_DT, EXACT), mask=rn < N)
 
 
@@ -269,17 +279,19 @@ def _blocks_g(cfg: dict, group_size: int) -> int:
 
 
 def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | None, bias: Tensor | None,
-                     out: Tensor, group_size: int) -> None:
-    """``out [M, N] = x [M, K] @ W.T (+ bias)`` with the GEMV kernel (checked arguments)."""
+                     out: Tensor, group_size: int, activation=None, residual: Tensor | None = None) -> None:
+    """``out [M, N] = act(x [M, K] @ W.T + bias) + residual`` with the GEMV kernel (checked arguments)."""
     M, K = x.shape
     N = qweight.shape[0]
     cfg = launch_config("int4_gemv", x.device, dtypes=(x.dtype,), rows=N)
     bn = cfg["BLOCK_N"]
+    r = residual if residual is not None else out
     launch(_int4_gemv_kernel, (_cdiv(N, bn), M), x, qweight, scales, mins if mins is not None else scales,
-           bias if bias is not None else scales, out, N, K // group_size, x.stride(0), x.stride(1),
-           qweight.stride(0), scales.stride(0), out.stride(0), out.stride(1),
+           bias if bias is not None else scales, r, out, N, K // group_size, x.stride(0), x.stride(1),
+           qweight.stride(0), scales.stride(0), r.stride(0), r.stride(1), out.stride(0), out.stride(1),
            G=group_size, BLOCK_N=bn, BLOCK_G=_blocks_g(cfg, group_size), HAS_MIN=mins is not None,
-           HAS_BIAS=bias is not None, ACC=tl.float64 if x.dtype is T.float64 else tl.float32,
+           HAS_BIAS=bias is not None, HAS_RES=residual is not None, ACT=_ACT_CODE[activation],
+           ACC=tl.float64 if x.dtype is T.float64 else tl.float32,
            OUT_DT=TL_DTYPES[out.dtype.name], EXACT=interpreting(),
            num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 2))
 
@@ -326,24 +338,29 @@ def _dequant_triton(qweight, scales, mins, out, group_size) -> None:
     launch_int4_dequant(qweight, scales, mins, out, group_size)
 
 
-def _linear_cpu(x: Tensor, qweight: Tensor, scales: Tensor, mins, bias, out: Tensor, group_size: int) -> None:
+def _linear_cpu(x: Tensor, qweight: Tensor, scales: Tensor, mins, bias, out: Tensor, group_size: int,
+                activation=None, residual=None) -> None:
     acc = _acc_np(x.dtype)
     w = _dequant_np(qweight, scales, mins, group_size, acc)
     y = host_view(x).astype(acc) @ w.T
     if bias is not None:
         y = y + host_view(bias).astype(acc)
-    host_view(out)[...] = _to(y, out.dtype)
+    y = _np_activation(np.asarray(y, dtype=acc), activation)
+    if residual is not None:
+        y = y + host_view(residual).astype(acc)
+    host_view(out)[...] = _to(np.asarray(y, dtype=acc), out.dtype)
 
 
-def _linear_triton(x: Tensor, qweight: Tensor, scales: Tensor, mins, bias, out: Tensor, group_size: int) -> None:
+def _linear_triton(x: Tensor, qweight: Tensor, scales: Tensor, mins, bias, out: Tensor, group_size: int,
+                   activation=None, residual=None) -> None:
     cfg = launch_config("int4_gemv", x.device, dtypes=(x.dtype,), rows=qweight.shape[0])
     if x.shape[0] <= cfg["MAX_M"]:
-        launch_int4_gemv(x, qweight, scales, mins, bias, out, group_size)
+        launch_int4_gemv(x, qweight, scales, mins, bias, out, group_size, activation, residual)
         return
     from ..ops.matmul import linear  # dequantize-then-GEMM (prefill)
     w = new_empty((qweight.shape[0], x.shape[1]), x.dtype, x.device)
     launch_int4_dequant(qweight, scales, mins, w, group_size)
-    linear(x, w, bias, out=out)
+    linear(x, w, bias, activation=activation, residual=residual, out=out)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -395,14 +412,18 @@ def int4_dequantize(qweight: Tensor, scales: Tensor, mins: Tensor | None = None,
 
 
 def int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | None = None, bias: Tensor | None = None,
-                *, group_size: int = 32, out: Tensor | None = None) -> Tensor:
-    """``input @ W.T + bias`` with ``W`` grouped int4 (``int4_linear`` op; the format in the module docstring).
+                *, group_size: int = 32, activation: str | None = None, residual: Tensor | None = None,
+                out: Tensor | None = None) -> Tensor:
+    """``act(input @ W.T + bias) + residual`` with ``W`` grouped int4 (``int4_linear`` op; the format in the module
+    docstring; the activation and residual as :func:`nbxtensor.ops.matmul.linear`'s epilogue).
 
     Args:
         input: ``(*, K)`` float16, bfloat16, float32 or float64.
         qweight: uint8 ``[N, K/2]``. scales, mins: ``[N, K/G]`` (``mins=None``: symmetric).
         bias: ``None`` or ``(N,)`` of the input's dtype.
-        group_size: G. out: optional ``(*, N)`` output of the input's dtype.
+        group_size: G. activation: ``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` or ``"silu"``.
+        residual: ``None`` or ``(*, N)`` of the input's dtype, added last; it may be ``out`` itself.
+        out: optional contiguous ``(*, N)`` output of the input's dtype.
 
     Returns:
         ``(*, N)`` of the input's dtype; float32 accumulation (float64 for float64), one rounding.
@@ -424,6 +445,8 @@ def int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | N
               lambda: f"int4_linear: bias must be ({N},) {input.dtype.name} on {input.device}, got "
               f"{list(bias.shape)} {bias.dtype.name} on {bias.device}")
         bias = bias.contiguous()
+    check(activation in ACTIVATIONS, lambda: f"int4_linear: unknown activation {activation!r}; expected one of "
+          f"{ACTIVATIONS}", ValueError)
     lead = tuple(input.shape[:-1])
     rows = int(np.prod(lead)) if lead else 1
     x = input.reshape(rows, K)
@@ -434,11 +457,14 @@ def int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | N
               lambda: f"int4_linear: out must be a contiguous {list(lead + (N,))} {input.dtype.name} tensor, got "
               f"{list(out.shape)} {out.dtype.name}")
         o = out.view(rows, N)
+    r = None
+    if residual is not None:
+        check(isinstance(residual, Tensor) and tuple(residual.shape) == lead + (N,) and residual.dtype is input.dtype
+              and residual.device == input.device, lambda: f"int4_linear: residual must be {list(lead + (N,))} "
+              f"{input.dtype.name} on {input.device}, got {list(getattr(residual, 'shape', []))}")
+        r = residual.reshape(rows, N)
     if rows and N:
-        if K == 0:
-            o.zero_()
-        else:
-            registry.impl("int4_linear", input.device.type)(x, qweight, scales, mins, bias, o, group_size)
+        registry.impl("int4_linear", input.device.type)(x, qweight, scales, mins, bias, o, group_size, activation, r)
     return o.view(*lead, N) if out is None else out
 
 
@@ -543,16 +569,18 @@ class QuantLinear:
         return QuantLinear(mv(self.qweight), mv(self.scales), mv(self.mins), mv(self.bias),
                            group_size=self.group_size, cache=self.cache)
 
-    def __call__(self, x: Tensor, *, out: Tensor | None = None) -> Tensor:
-        """``x (*, K) -> (*, N)`` in ``x``'s dtype."""
+    def __call__(self, x: Tensor, *, activation: str | None = None, residual: Tensor | None = None,
+                 out: Tensor | None = None) -> Tensor:
+        """``act(x @ W.T + b) + residual``: ``x (*, K) -> (*, N)`` in ``x``'s dtype (see :func:`int4_linear`)."""
+        b = None if self.bias is None else (self.bias if self.bias.dtype is x.dtype else self.bias.to(x.dtype))
         if self.cache and x.device.type == "cpu" and not interpreting():
             w = self._cpu_weight.get(x.dtype)
             if w is None:
                 w = self._cpu_weight[x.dtype] = self.dequantize(x.dtype)
             from ..ops.matmul import linear
-            b = None if self.bias is None else self.bias.to(x.dtype)
-            return linear(x, w, b, out=out)
-        return int4_linear(x, self.qweight, self.scales, self.mins, self.bias, group_size=self.group_size, out=out)
+            return linear(x, w, b, activation=activation, residual=residual, out=out)
+        return int4_linear(x, self.qweight, self.scales, self.mins, b, group_size=self.group_size,
+                           activation=activation, residual=residual, out=out)
 
     def __repr__(self) -> str:
         kind = "symmetric" if self.symmetric else "asymmetric"
