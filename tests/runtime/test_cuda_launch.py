@@ -281,3 +281,32 @@ def test_launches_compile_without_flush_to_zero_by_default():
     y = nbx.empty(3, dtype=nbx.float32, device="cuda")
     launch(_floor_kernel, (1,), x, y, 3, BLOCK=4)
     assert y.cpu().tolist() == [-1.0, 0.0, -3.0]
+
+
+@gpu
+def test_launching_does_not_import_torch_even_where_torch_is_installed():
+    # Triton's native specializer imports torch when it can; nbxtensor keeps it out (house rule 1).
+    import subprocess
+    import sys
+    code = ("import sys, nbxtensor as nbx\n"
+            "x = nbx.arange(1000, dtype=nbx.float32, device='cuda'); y = (x * 2 + 1).sum(); nbx.cuda.synchronize()\n"
+            "assert y.item() == 1000 * 999 + 1000, y.item()\n"
+            "print('torch' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False", r.stdout
+
+
+def test_torch_kept_out_blocks_the_import_only_inside_and_leaves_a_users_torch_alone(monkeypatch):
+    import sys
+    import types
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    with L._torch_kept_out():
+        with pytest.raises(ImportError):
+            import torch  # noqa: F401
+    assert "torch" not in sys.modules  # the process can import torch afterwards
+    users = types.ModuleType("torch")
+    monkeypatch.setitem(sys.modules, "torch", users)
+    with L._torch_kept_out():
+        assert sys.modules["torch"] is users
+    assert sys.modules["torch"] is users

@@ -21,6 +21,9 @@ import) or that lies on another device; a grid that CUDA cannot launch.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import dataclasses
 
 from .._errors import check
@@ -204,6 +207,28 @@ def _grid3(grid, sig, call_args, tail):
     return g
 
 
+@contextlib.contextmanager
+def _torch_kept_out():
+    """Keep Triton from importing torch while it binds and compiles a kernel.
+
+    Triton 3.6's native argument specializer imports ``torch`` (to recognise ``torch.Tensor``) whenever torch is
+    installed, which would put torch into every nbxtensor process on a machine that has it (seen on the H200:
+    the benchmark's import watch caught it under ``kernel.run``). While this block runs, ``import torch`` fails
+    unless the caller already imported torch themselves; afterwards the process can import torch as usual. A
+    thread importing torch for the first time during this window would see an ImportError.
+    """
+    if sys.modules.get("torch") is not None:  # the user's own torch: Triton may use it
+        yield
+        return
+    had = "torch" in sys.modules
+    sys.modules["torch"] = None
+    try:
+        yield
+    finally:
+        if not had and sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
+
+
 def _slow(kernel, sig, grid, i, args, meta, key):
     """Validate, launch through Triton (compiling if needed), and cache the compiled kernel under ``key``."""
     from . import cuda_driver
@@ -231,7 +256,7 @@ def _slow(kernel, sig, grid, i, args, meta, key):
     # off unless the op says otherwise (found by the H200 tier). Done here, at compile time, so the fast path pays
     # nothing for it.
     opts = meta if "enable_reflect_ftz" in meta else {**meta, "enable_reflect_ftz": False}
-    with C.DeviceGuard(i):
+    with C.DeviceGuard(i), _torch_kept_out():
         if sig is None:  # autotuner / heuristics wrapper: always Triton's path
             kernel[grid](*targs, **opts)
             return
