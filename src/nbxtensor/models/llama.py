@@ -435,6 +435,7 @@ class LlamaModel:
         pos = self._ids(np.arange(start, start + S))
         lens = from_host_array(np.full(B, start, np.int32), T.int32, self.device)
         lens_after = from_host_array(np.full(B, start + S, np.int32), T.int32, self.device) if S == 1 else None
+        self.rope.update(start + S)  # dynamic NTK scaling follows the longest position (a no-op for other types)
         inv = self.rope.frequencies()
         mask = None if start == 0 or S == 1 else causal_lower_right(S, start + S)
         h = F_emb(ids, self.embed)

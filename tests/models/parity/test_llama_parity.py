@@ -19,6 +19,8 @@ FAMILIES = {
         num_key_value_heads=1, tie_word_embeddings=True, rope_theta=500000.0, max_position_embeddings=512,
         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                       "original_max_position_embeddings": 64})),
+    "llama-dynamic": ("LlamaConfig", "LlamaForCausalLM", dict(
+        num_key_value_heads=2, max_position_embeddings=16, rope_scaling={"rope_type": "dynamic", "factor": 2.0})),
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(num_key_value_heads=2, sliding_window=None)),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(num_key_value_heads=2)),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(num_key_value_heads=2, head_dim=32)),
