@@ -21,3 +21,12 @@ def test_demo_runs_without_torch_and_all_checks_match():
     assert "torch imported: False" in r.stdout
     assert "MISMATCH" not in r.stdout and " 0 did not" in r.stdout, out
     assert "all-MiniLM-L6-v2" in r.stdout and "SmolLM2" in r.stdout
+
+
+@pytest.mark.parametrize("dev", ["tpu", "cpu:1", "meta"] + ([] if importlib.util.find_spec("cuda") and
+                                                            __import__("nbxtensor").cuda.is_available() else ["cuda"]))
+def test_bad_device_is_one_line_not_a_traceback(dev, capsys):
+    from nbxtensor.cli import main
+    assert main(["demo", "--device", dev]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nbx demo: error: --device") and "Traceback" not in err and len(err.splitlines()) == 1

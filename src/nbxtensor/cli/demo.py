@@ -71,6 +71,14 @@ def run(args) -> int:
     F = nbx.nn.functional
     check = _Checks()
     dev = _best_device(nbx, getattr(args, "device", None))
+    try:  # a bad --device is a user error: one line, no traceback
+        from ..device.base import as_device
+        d = as_device(dev, arg="--device")
+        if d.type == "cuda" and not nbx.cuda.is_available():
+            raise RuntimeError("no CUDA device is available here (nbx info says why); use --device cpu")
+    except (RuntimeError, ValueError, TypeError) as e:
+        print(f"nbx demo: error: --device {dev}: {e}", file=sys.stderr)
+        return 2
     print(f"nbxtensor {nbx.__version__} demo on device '{dev}' (torch imported: {sys.modules.get('torch') is not None})")
 
     print("\n1. Tensors and views (ATen's rules: strides in elements, views share storage)")
