@@ -23,7 +23,7 @@ echo "== tier 1: core suite (no torch in the environment) =="
 
 echo "== tier 2: interpreter tier (Triton kernels on host memory, quick shapes) =="
 NBX_TRITON_INTERPRET=1 NBX_TEST_QUICK=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not parity" \
-  $(ls -d tests/ops tests/random tests/runtime 2>/dev/null)
+  $(ls -d tests/ops tests/random tests/runtime tests/quant tests/models 2>/dev/null)
 
 echo "== tier 3: parity suite against PyTorch 2.13.0 on CPU =="
 "$VENV/bin/python" -m pip install -q "torch==2.13.0"
