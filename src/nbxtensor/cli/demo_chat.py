@@ -56,7 +56,7 @@ def run_chat(device: str, check) -> None:
         t0 = time.perf_counter()
         model = LlamaModel.load(None, device=device, dtype="float32")
         load_s = time.perf_counter() - t0
-    except (FileNotFoundError, ModuleNotFoundError, ValueError, NotImplementedError) as e:
+    except (FileNotFoundError, ModuleNotFoundError, ValueError, NotImplementedError, RuntimeError) as e:
         check(False, f"SmolLM2-135M-Instruct could not be loaded: {e}")
         return
     ref = json.loads(SMOLLM2_REFERENCE.read_text(encoding="utf-8"))
