@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
 from .._errors import check
 
-__all__ = ["LaunchKey", "bucket", "launch_config", "arch_of", "CONFIG_DIR"]
+__all__ = ["LaunchKey", "bucket", "launch_config", "arch_of", "override", "CONFIG_DIR"]
 
 CONFIG_DIR = os.path.join(os.path.dirname(__file__), "configs")
 
@@ -105,6 +106,35 @@ def launch_config(op: str, device, *, dtypes=(), **shape_facts: int) -> dict:
     for arch in (key.arch, "generic"):
         for rule in _table(arch).get(op, []):
             if _match(rule, key):
-                return dict(rule["config"])
+                cfg = dict(rule["config"])
+                cfg.update(_OVERRIDES.get(op, {}))
+                return cfg
     raise KeyError(f"launch_config: no config for op '{op}' on architecture '{key.arch}' (key {key}); add a rule to "
                    f"runtime/configs/{key.arch}.json or generic.json")
+
+
+_OVERRIDES: dict[str, dict] = {}
+
+
+@contextmanager
+def override(op: str, **settings):
+    """Within the ``with`` block, every :func:`launch_config` answer for ``op`` has ``settings`` laid over the
+    table's matching rule (for sweeps that time candidate settings before one is written into a table).
+
+    Args:
+        op: the op's name in the tables.
+        settings: constexpr values and launch options (``BLOCK_N=64, num_warps=8``).
+
+    Raises:
+        TypeError: ``settings`` is empty.
+    """
+    check(bool(settings), lambda: f"override: give at least one setting for op '{op}'", TypeError)
+    before = _OVERRIDES.get(op)
+    _OVERRIDES[op] = {**(before or {}), **settings}
+    try:
+        yield
+    finally:
+        if before is None:
+            _OVERRIDES.pop(op, None)
+        else:
+            _OVERRIDES[op] = before
