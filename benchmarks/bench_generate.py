@@ -118,13 +118,14 @@ def main() -> int:
     ap.add_argument("--no-peer", action="store_true", help="skip llama.cpp")
     ap.add_argument("--peer-threads", type=int, default=os.cpu_count(), help="llama.cpp threads (default: all)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--gemv-only", action="store_true", help="only the int4 GEMV rows (CUDA)")
     args = ap.parse_args()
     import nbxtensor as nbx
     dev = args.device or ("cuda" if nbx.cuda.is_available() else "cpu")
-    rows = [bench_smollm2(dev, args.dtype, args.tokens, args.reps, False)]
-    if args.dequantize:
+    rows = [] if args.gemv_only else [bench_smollm2(dev, args.dtype, args.tokens, args.reps, False)]
+    if args.dequantize and not args.gemv_only:
         rows.append(bench_smollm2(dev, args.dtype, args.tokens, args.reps, True))
-    if dev == "cpu" and not args.no_peer:
+    if dev == "cpu" and not args.no_peer and not args.gemv_only:
         r = bench_llama_cpp(args.tokens, args.reps, args.peer_threads)
         if r:
             rows.append(r)
