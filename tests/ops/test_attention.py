@@ -23,6 +23,8 @@ from nbxtensor.nn.attention.bias import CausalBias, CausalVariant, causal_lower_
 from nbxtensor.ops import registry
 from nbxtensor.ops.attention import attention_tolerance, causal_pairs, sdpa_oracle
 
+from nbxtensor.runtime.triton_compat import HAVE_TRITON, INTERPRET
+
 from attention_harness import GPU, QUICK, block_lengths, check_close, dev, draw, host
 
 F = nbx.nn.functional
@@ -32,7 +34,7 @@ DTYPES = [T.float32, T.bfloat16, T.float16, T.float64]
 
 
 def _lens(device, dt, E=64):
-    return block_lengths("sdpa_fwd", device, dt, head_dim=max(16, 1 << (E - 1).bit_length()), q_len=64)
+    return block_lengths("sdpa_fwd", device, dt, head_dim=max(16, 1 << (E - 1).bit_length()), q_len=64, causal=1)
 
 
 def run(device, q, k, v, *, dt, mask=None, bias=None, is_causal=False, scale=None, gqa=False, what=""):
@@ -173,6 +175,12 @@ def test_scale(device):
     rng = np.random.default_rng(5)
     q, k, v = draw(rng, (1, 2, 7, 48), dt), draw(rng, (1, 2, 19, 48), dt), draw(rng, (1, 2, 19, 48), dt)
     run(device, q, k, v, dt=dt, scale=0.37, what="scale 0.37")
+    # a negative scale: the row maximum cannot be taken on unscaled products (the kernel's FOLD path is off)
+    run(device, q, k, v, dt=dt, scale=-0.37, what="scale -0.37")
+    run(device, q, k, v, dt=dt, scale=-0.37, is_causal=True, what="scale -0.37 causal")
+    keep = np.random.default_rng(6).random((7, 19)) < 0.5
+    keep[3] = False
+    run(device, q, k, v, dt=dt, scale=-0.37, mask=keep, what="scale -0.37 bool mask")
     out = run(device, q, k, v, dt=dt, scale=0.0, what="scale 0")
     np.testing.assert_allclose(out, np.broadcast_to(v.astype(np.float64).mean(axis=2, keepdims=True), out.shape),
                                rtol=1e-5, atol=1e-6)
@@ -329,3 +337,106 @@ def test_tma_rules():
     assert not tma_ok(a.transpose(2, 3), a)
     assert not tma_ok(nbx.empty(1, 2, 16, 64), a)  # float32: the pointer kernel
     assert not tma_ok(a[:, :, :, 1:], a)  # a base 2 bytes past alignment
+
+
+def _captured_meta(monkeypatch):
+    """Record the meta of every attention-kernel launch while still running it."""
+    import nbxtensor.ops.attention as A
+    metas = []
+    real = A.launch
+
+    def spy(kernel, grid, *args, **meta):
+        metas.append(meta)
+        return real(kernel, grid, *args, **meta)
+    monkeypatch.setattr(A, "launch", spy)
+    return metas
+
+
+@pytest.mark.parametrize("E,causal,ratio,Lk,Sk", [(64, False, 1, 1, 2), (128, True, 1, 2, 2), (80, True, 4, 1, 2),
+                                                  (64, False, 8, 2, 3), (64, True, 1, 3, 1)])
+def test_warp_specialized_kernel(E, causal, ratio, Lk, Sk, device, monkeypatch):
+    """The warp-specialized variant (one key loop with the diagonal and bounds masks on every tile, the query
+    through a descriptor): query and key lengths that are and are not multiples of the tiles, lower-right causal
+    offsets of both signs (L > S: the first rows see no key and give 0), GQA. Runs under the interpreter and on
+    sm90+; the launch is checked to have taken the variant."""
+    if not _tma_runs(device):
+        pytest.skip("tensor descriptors run under the interpreter or on sm90+")
+    from nbxtensor.ops.attention import launch_attention
+    from nbxtensor.runtime.configs import launch_config, override
+    dt = T.bfloat16
+    cfg = launch_config("sdpa_fwd", nbx.device(device), dtypes=(dt,), head_dim=max(16, 1 << (E - 1).bit_length()),
+                        q_len=64, causal=2 if causal else 1)
+    L = cfg["BLOCK_M"] * Lk + (0 if causal else 3)
+    S = cfg["BLOCK_N"] * Sk + (1 if Lk == 1 else 0)  # some S a multiple of BLOCK_N (EVEN_S), some not
+    rng = np.random.default_rng(E * 7 + ratio + Lk)
+    q, k, v = draw(rng, (2, 8, L, E), dt), draw(rng, (2, 8 // ratio, S, E), dt), draw(rng, (2, 8 // ratio, S, E), dt)
+    out = nbx.empty(2, 8, L, E, dtype=nbx.bfloat16, device=device)
+    off = S - L if causal else 0
+    metas = _captured_meta(monkeypatch)
+    with override("sdpa_fwd", WARP_SPEC=True, ws_warps=4):
+        launch_attention(dev(q, device), dev(k, device), dev(v, device), None, out, scale=1 / math.sqrt(E),
+                         causal=causal, causal_off=off, group_k=ratio, group_v=ratio, tma=True)
+    assert metas and all(m.get("WARP_SPEC") for m in metas), "the warp-specialized variant did not run"
+    assert all(m["EVEN_S"] == (S % cfg["BLOCK_N"] == 0) for m in metas)
+    ref, mag = sdpa_oracle(q, k, v, None, causal, None, ratio > 1, causal_offset=off, with_magnitude=True)
+    tol = attention_tolerance(dt, E)
+    check_close(out, ref, tol.rtol, tol.atol, mag, what=f"warp-specialized E={E} causal={causal} L={L} S={S}")
+    if causal and off < 0:
+        assert np.all(host(out)[:, :, :-off] == 0)
+
+
+def test_warp_specialized_needs_descriptors_and_no_mask(device, monkeypatch):
+    """With a tensor mask (or without descriptors) the table's WARP_SPEC is ignored: the plain kernel runs."""
+    if not _tma_runs(device):
+        pytest.skip("tensor descriptors run under the interpreter or on sm90+")
+    from nbxtensor.ops.attention import launch_attention
+    from nbxtensor.runtime.configs import override
+    dt = T.bfloat16
+    rng = np.random.default_rng(17)
+    q, k, v = draw(rng, (1, 2, 9, 64), dt), draw(rng, (1, 2, 21, 64), dt), draw(rng, (1, 2, 21, 64), dt)
+    keep = rng.random((1, 2, 9, 21)) < 0.7
+    out = nbx.empty(1, 2, 9, 64, dtype=nbx.bfloat16, device=device)
+    metas = _captured_meta(monkeypatch)
+    with override("sdpa_fwd", WARP_SPEC=True):
+        launch_attention(dev(q, device), dev(k, device), dev(v, device), dev(keep, device), out, scale=0.125,
+                         causal=False, causal_off=0, group_k=1, group_v=1, tma=True)
+        launch_attention(dev(q, device), dev(k, device), dev(v, device), None, out, scale=0.125,
+                         causal=False, causal_off=0, group_k=1, group_v=1, tma=False)
+    assert len(metas) == 2 and not any(m.get("WARP_SPEC") for m in metas)
+    assert "ws_warps" not in metas[0] and "ws_stages" not in metas[0]
+
+
+@pytest.mark.skipif(INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler for sm_90")
+def test_sm90_key_loop_code(monkeypatch):
+    """The code the H200 runs (compiled ahead of time for sm_90, no GPU): the scores' exponential is the single
+    ``ex2.approx.ftz.f32`` (Triton's IEEE ``ex2.approx.f32`` costs ptxas's range fix-up: a compare and two
+    predicated multiplies per score) except the per-row rescale factors; ``FAST_EXP: false`` brings the IEEE form
+    back; the warp-specialized variant really is specialized (the producer group's warps are added)."""
+    from test_ptx_audit import captured, compile_sm90
+
+    from nbxtensor.runtime.configs import override
+    F = nbx.nn.functional
+    q = nbx.zeros(1, 2, 256, 128, dtype=nbx.bfloat16)
+
+    with captured(monkeypatch) as got:  # launches recorded, not run; patched once for the whole test
+        pass
+
+    def ptx_and_warps(causal, **settings):
+        got.clear()
+        with override("sdpa_fwd", TMA=True, **settings):
+            F.scaled_dot_product_attention(q, q, q, is_causal=causal)
+        (kernel, args, meta), = [g for g in got if g[0].__name__ == "_attn_fwd_kernel"]
+        c = compile_sm90(kernel, args, meta)
+        return c.asm["ptx"], c.metadata.num_warps, meta
+
+    for causal in (False, True):
+        ptx, warps, meta = ptx_and_warps(causal, WARP_SPEC=False)
+        fast, ieee = len(re.findall(r"ex2\.approx\.ftz\.f32", ptx)), len(re.findall(r"ex2\.approx\.f32", ptx))
+        scores_per_thread = meta["BLOCK_M"] * meta["BLOCK_N"] // (32 * meta["num_warps"])
+        assert fast >= 2 * scores_per_thread, (causal, fast)  # both key loops, one per score
+        assert ieee < scores_per_thread // 4, (causal, ieee)  # the per-row factors (a few per thread) only
+    ptx, _, _ = ptx_and_warps(False, WARP_SPEC=False, FAST_EXP=False)
+    assert "ex2.approx.ftz.f32" not in ptx
+    for causal in (False, True):
+        _, warps, meta = ptx_and_warps(causal, WARP_SPEC=True, ws_warps=4, BLOCK_M=128, BLOCK_N=128)
+        assert meta["WARP_SPEC"] and meta["num_warps"] == 4 and warps > 4, (causal, warps)

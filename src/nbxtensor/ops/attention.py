@@ -32,9 +32,20 @@ and ``l = 0`` and is written as 0. Statistics are float64 for float64 inputs. Fl
 running maximum propagates NaN (``max.NaN.f32``, one instruction, as PyTorch's NaN rule); the output is
 ``acc * (1 / l)`` with an IEEE reciprocal per row (FlashAttention's and PyTorch's fused kernels multiply by the
 row's reciprocal too; Triton's float32 ``/`` would be the 2-ulp ``div.full.f32``); the exponentials are
-``exp2``/``exp`` on the SFU (``ex2.approx``), FlashAttention's deliberate fast path, which
-:func:`attention_tolerance` covers (PyTorch's flash kernels are built with ``--use_fast_math``). Checked on the
-sm_90 code by tests/ops/test_ptx_audit.py. On Hopper (the arch table's
+``exp2``/``exp`` on the SFU, FlashAttention's deliberate fast path, which :func:`attention_tolerance` covers
+(PyTorch's flash kernels are built with ``--use_fast_math``): the scores' exponential is one
+``ex2.approx.ftz.f32`` per score (:func:`_exp2`; results below ``2**-126`` of the row's maximum are 0, which no
+sum notices), not the ``ex2.approx.f32`` of Triton's IEEE build, which ptxas widens into four instructions.
+Checked on the sm_90 code by tests/ops/test_ptx_audit.py and tests/ops/test_attention.py.
+
+Per score the key loop costs, besides the two tensor-core products: one NaN-propagating max, one FFMA (the scale
+and the row maximum: the maximum is taken on unscaled products when the scale is positive and the scores
+carry no additive mask, Triton's fused-attention tutorial's form), one ``MUFU.EX2``, one add for the row sum,
+half a conversion, and one multiply to rescale the accumulator. A warp-specialized variant (the table's
+``"WARP_SPEC"``: Triton 3.6's automatic warp specialization on Hopper, one producer warp group issuing the
+bulk copies and two consumer groups of 4 warps) runs the whole key range as one loop with the masks on every
+tile (the pass takes kernels of one loop whose loads are all descriptors'); it applies without a tensor mask
+when query, keys and values meet :func:`tma_ok`. On Hopper (the arch table's
 ``"TMA"``) keys and values of 16-bit dtypes with aligned strides arrive through tensor descriptors (the bulk
 tensor copy engine: rows past ``S`` and columns past ``E`` are zero-filled by the hardware), else through
 masked pointer loads that Triton pipelines with ``cp.async``; both compile to ``wgmma`` on sm90 (checked
@@ -187,9 +198,25 @@ def _round_p(p, IN_DT: tl.constexpr, UPCAST: tl.constexpr):
 
 
 @jit
+def _exp2(x, FTZ: tl.constexpr):
+    """``2**x`` of a float tile. ``FTZ`` (float32 on the GPU): one ``ex2.approx.ftz.f32`` (a single ``MUFU.EX2``,
+    the instruction FlashAttention and PyTorch's flash kernels get from ``--use_fast_math``); Triton's
+    ``tl.math.exp2`` under IEEE launch options is ``ex2.approx.f32``, which ptxas widens with a range test and two
+    predicated multiplies per element to produce subnormal results. The only difference is that results below
+    ``2**-126`` are 0: a probability that small relative to the row's maximum (which gives 1) changes no sum."""
+    if FTZ:
+        r = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        r = tl.math.exp2(x)
+    return r
+
+
+@jit
 def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo, hi, offs_m, offs_n, d_ok, dv_ok,
                 m_ok, skn, svn, smn, S, qk_scale, causal_off,
                 BOUNDS: tl.constexpr, DIAG: tl.constexpr, MASK_KIND: tl.constexpr, EXP2: tl.constexpr,
+                FOLD: tl.constexpr, FTZ: tl.constexpr, WARP_SPEC: tl.constexpr,
                 BLOCK_N: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
                 IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr):
     """Fold key tiles ``[lo, hi)`` into ``(acc, l_i, m_i)``.
@@ -198,8 +225,14 @@ def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo,
     ``k_desc``/``v_desc``: tensor descriptors of the (batch, head)'s ``[S, E]`` / ``[S, Ev]`` rows when ``TMA``
     (Hopper's bulk tensor copies; rows past ``S`` and columns past ``E`` arrive as zeros);
     ``mask_base``: ``[BLOCK_M, 1]`` to the mask's column 0 of each query row. ``BOUNDS`` masks keys ``>= S``;
-    ``DIAG`` applies the causal diagonal ``j <= i + causal_off``. Scores are base-2 when ``EXP2``."""
-    for start_n in range(lo, hi, BLOCK_N):
+    ``DIAG`` applies the causal diagonal ``j <= i + causal_off``. Scores are base-2 when ``EXP2``.
+
+    ``FOLD`` (``qk_scale > 0`` and no additive mask): the running maximum is taken on the unscaled products
+    (``max(s) * c == max(s * c)`` for ``c > 0``, rounding being monotonic) and the scale is applied inside the
+    exponent's argument, ``s * c - m``, one fused multiply-add per score instead of a multiply and a subtract
+    (Triton's fused-attention tutorial). Masked scores are ``-inf`` before the scale; ``-inf * c`` stays ``-inf``.
+    ``WARP_SPEC``: ask Triton for automatic warp specialization of the loop (a tuning knob of the tables)."""
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
         n = start_n + offs_n
         n64 = n.to(tl.int64)
         if BOUNDS:
@@ -219,7 +252,8 @@ def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo,
                 else:
                     k = tl.load(kp, mask=d_ok[:, None], other=0.0)
         qk = tl.dot(q, _operand(k, UPCAST), input_precision=PREC, out_dtype=ACC)
-        qk = qk * qk_scale
+        if not FOLD:
+            qk = qk * qk_scale
         if MASK_KIND == 1:
             mp = mask_base + (n64 * smn)[None, :]
             if BOUNDS:
@@ -235,17 +269,31 @@ def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo,
                 add = tl.load(mp, mask=m_ok[:, None], other=0.0)
             qk = qk + _to_acc(add, ACC, UPCAST)
         if BOUNDS:
-            qk = tl.where(n_ok[None, :], qk, float("-inf"))
-        if DIAG:
+            if DIAG:
+                vis = n_ok[None, :] & (n[None, :] <= offs_m[:, None] + causal_off)
+            else:
+                vis = n_ok[None, :]
+            qk = tl.where(vis, qk, float("-inf"))
+        elif DIAG:
             qk = tl.where(n[None, :] <= offs_m[:, None] + causal_off, qk, float("-inf"))
-        m_new = maximum_fast(m_i, nan_max_fast(qk, 1))
+        if FOLD:
+            m_new = maximum_fast(m_i, nan_max_fast(qk, 1) * qk_scale)
+        else:
+            m_new = maximum_fast(m_i, nan_max_fast(qk, 1))
         # a row with no visible key so far keeps m = -inf: shift by 0 so exp gives 0, not NaN
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-        if EXP2:  # ex2.approx: the fast path the module docstring accounts for
-            p = tl.math.exp2(qk - shift[:, None])
-            alpha = tl.math.exp2(m_i - shift)
+        if FOLD:
+            x = qk * qk_scale - shift[:, None]  # one FFMA per score
         else:
-            p = tl.exp(qk - shift[:, None])
+            x = qk - shift[:, None]
+        if EXP2:  # ex2.approx: the fast path the module docstring accounts for
+            p = _exp2(x, FTZ)
+            alpha = tl.math.exp2(m_i - shift)
+        elif FTZ:  # natural units (an additive mask): e**x = 2**(x log2 e), as tl.exp lowers on the GPU
+            p = _exp2(x * 1.4426950408889634, FTZ)
+            alpha = tl.exp(m_i - shift)
+        else:
+            p = tl.exp(x)
             alpha = tl.exp(m_i - shift)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
@@ -273,10 +321,11 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
                      sqz, sqh, sqm, sqd, skz, skh, skn, skd, svz, svh, svn, svd, smz, smh, smm, smn,
                      soz, soh, som, sod,
                      H, L, S, E, EV, GROUP_K, GROUP_V, zh_off, qk_scale, causal_off,
-                     CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, EXP2: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-                     EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr, IN_DT: tl.constexpr,
-                     PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr):
+                     CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, EXP2: tl.constexpr, FOLD: tl.constexpr,
+                     FTZ: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                     BLOCK_DV: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
+                     IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr,
+                     WARP_SPEC: tl.constexpr = False, EVEN_S: tl.constexpr = False):
     """Attention forward for one tile of BLOCK_M query rows of one (batch, head): see the module docstring."""
     num_m = tl.cdiv(L, BLOCK_M)
     if CAUSAL:
@@ -300,11 +349,16 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
     dv_ok = offs_dv < EV
     m64 = offs_m.to(tl.int64)
 
-    q_ptrs = Q + z * sqz + h64 * sqh + m64[:, None] * sqm + offs_d[None, :].to(tl.int64) * sqd
-    if EVEN_D:
-        q = tl.load(q_ptrs, mask=m_ok[:, None], other=0.0)
+    if WARP_SPEC:  # Triton's Hopper warp specialization needs every load of the kernel to be a descriptor's
+        q_desc = tl.make_tensor_descriptor(Q + z * sqz + h64 * sqh, shape=[L, E], strides=[sqm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+        q = q_desc.load([start_m, 0])
     else:
-        q = tl.load(q_ptrs, mask=m_ok[:, None] & d_ok[None, :], other=0.0)
+        q_ptrs = Q + z * sqz + h64 * sqh + m64[:, None] * sqm + offs_d[None, :].to(tl.int64) * sqd
+        if EVEN_D:
+            q = tl.load(q_ptrs, mask=m_ok[:, None], other=0.0)
+        else:
+            q = tl.load(q_ptrs, mask=m_ok[:, None] & d_ok[None, :], other=0.0)
     q = _operand(q, UPCAST)
     k_base = K + z * skz + kh * skh + offs_d[:, None].to(tl.int64) * skd
     v_base = V + z * svz + vh * svh + offs_dv[None, :].to(tl.int64) * svd
@@ -332,12 +386,22 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
     else:
         hi = S
         full = (S // BLOCK_N) * BLOCK_N
-    acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, full, offs_m, offs_n,
-                                d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, False, False, MASK_KIND,
-                                EXP2, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC, TMA)
-    acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, full, hi, offs_m, offs_n,
-                                d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, True, CAUSAL, MASK_KIND,
-                                EXP2, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC, TMA)
+    if WARP_SPEC:
+        # one loop (Triton's Hopper warp specialization takes a kernel of one loop): the diagonal and bounds masks
+        # on every tile; EVEN_S (S a multiple of BLOCK_N, the host's promise) drops the bounds mask
+        acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, hi, offs_m,
+                                    offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, not EVEN_S,
+                                    CAUSAL, MASK_KIND, EXP2, FOLD, FTZ, True, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT,
+                                    PREC, ACC, TMA)
+    else:
+        acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, full, offs_m,
+                                    offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, False, False,
+                                    MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC,
+                                    ACC, TMA)
+        acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, full, hi, offs_m,
+                                    offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, True, CAUSAL,
+                                    MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC,
+                                    ACC, TMA)
     # a row that saw no key has l = 0 and acc = 0: written as 0 (PyTorch >= 2.5), never 0/0. One IEEE reciprocal
     # per row, then a product per element (FlashAttention's epilogue): within 1.5 ulp of acc / l.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
@@ -358,11 +422,11 @@ def kernel_dtypes(dt) -> dict:
                 PREC="ieee" if dt in (T.float32, T.float64) else "tf32", ACC=acc)
 
 
-def tma_ok(k: Tensor, v: Tensor) -> bool:
-    """Whether the key/value tensors meet the rules of Hopper's bulk tensor copies as the kernel uses them: a
-    unit stride on the head dim, 16-byte aligned base addresses and batch/head/row strides (so each (batch,
-    head)'s rows start aligned), 16-bit elements."""
-    for t in (k, v):
+def tma_ok(k: Tensor, v: Tensor, *more: Tensor) -> bool:
+    """Whether the key/value tensors (and any in ``more``, such as the query) meet the rules of Hopper's bulk
+    tensor copies as the kernel uses them: a unit stride on the head dim, 16-byte aligned base addresses and
+    batch/head/row strides (so each (batch, head)'s rows start aligned), 16-bit elements."""
+    for t in (k, v, *more):
         it = t.dtype.itemsize
         if t.dtype not in (T.float16, T.bfloat16) or t.stride(3) != 1 or t.data_ptr() % 16:
             return False
@@ -372,6 +436,19 @@ def tma_ok(k: Tensor, v: Tensor) -> bool:
 
 
 _TMA_BROKEN: set = set()  # launch keys whose descriptor kernel failed to compile here: the pointer kernel runs
+_WS_BROKEN: set = set()  # launch keys whose warp-specialized kernel failed to compile here: the plain one runs
+
+
+def _ws_meta(cfg: dict, S: int) -> dict:
+    """The settings of the warp-specialized variant from a table rule: ``num_warps``/``num_stages`` of the
+    variant are the rule's ``ws_warps``/``ws_stages`` (Triton's Hopper warp specialization wants 4 warps per
+    consumer group and adds the producer's), so the rule's own ``num_warps`` stays right for the plain kernel
+    that runs whenever the variant does not apply."""
+    meta = {k: v for k, v in cfg.items() if k not in ("ws_warps", "ws_stages")}
+    meta.update(WARP_SPEC=True, EVEN_S=S % cfg["BLOCK_N"] == 0, num_warps=cfg.get("ws_warps", 4))
+    if "ws_stages" in cfg:
+        meta["num_stages"] = cfg["ws_stages"]
+    return meta
 
 
 def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: Tensor, *, scale: float,
@@ -382,20 +459,38 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
 
     ``tma``: load keys and values with tensor descriptors (Hopper's bulk tensor copies); None follows the arch's
     table (``"TMA"``) when :func:`tma_ok` holds. Should the descriptor kernel fail to compile, a warning says so
-    and the pointer kernel runs instead (remembered per launch key)."""
+    and the pointer kernel runs instead (remembered per launch key).
+
+    The table's ``"WARP_SPEC": true`` selects the warp-specialized variant (one key loop, ``tl.range(...,
+    warp_specialize=True)``, the query through a descriptor too; settings ``ws_warps``/``ws_stages``) where it
+    applies: descriptors in use, the query meets :func:`tma_ok`, no tensor mask. A compile failure of the variant
+    warns once and runs the plain kernel (remembered per launch key).
+
+    Table keys besides the tiles: ``"TMA"``, ``"WARP_SPEC"``/``"ws_warps"``/``"ws_stages"``, and two switches that
+    default to on, ``"FAST_EXP"`` (:func:`_exp2`'s single ``ex2.approx.ftz``) and ``"FOLD_SCALE"`` (the scale
+    in the exponent's FFMA), there so a sweep can measure what each is worth. Rules may bound the shape facts
+    ``head_dim`` (padded), ``q_len`` and ``causal`` (1 without the causal mask, 2 with it)."""
     Z, H, L, E = q.shape
     S, EV = k.shape[2], v.shape[3]
     dt = q.dtype
     mask_kind = 0 if mask is None else (1 if mask.dtype is T.bool_ else 2)
     bd, bdv = _pow2(E), _pow2(EV)
-    cfg = launch_config("sdpa_fwd", q.device, dtypes=(dt,), head_dim=max(bd, bdv), q_len=max(L, 1))
+    cfg = launch_config("sdpa_fwd", q.device, dtypes=(dt,), head_dim=max(bd, bdv), q_len=max(L, 1),
+                        causal=2 if causal else 1)
     table_tma = bool(cfg.pop("TMA", False))
+    table_ws = bool(cfg.pop("WARP_SPEC", False))
+    table_ftz = bool(cfg.pop("FAST_EXP", True))
+    table_fold = bool(cfg.pop("FOLD_SCALE", True))
     use_tma = (table_tma if tma is None else bool(tma)) and tma_ok(k, v)
     key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index)
     if tma is None and key in _TMA_BROKEN:
         use_tma = False
+    use_ws = table_ws and use_tma and mask_kind == 0 and tma_ok(q, q) and key not in _WS_BROKEN
+    plain = {k_: v_ for k_, v_ in cfg.items() if k_ not in ("ws_warps", "ws_stages")}
     exp2 = mask_kind != 2
     qk_scale = scale * LOG2E if exp2 else scale
+    fold = table_fold and exp2 and qk_scale > 0  # the scale goes into the exponent's FFMA (see _attn_inner)
+    ftz = table_ftz and not interpreting() and dt is not T.float64
     mk = mask if mask is not None else q  # an unused pointer when there is no mask (MASK_KIND == 0)
     ms = mask.stride() if mask is not None else (0, 0, 0, 0)
     num_m = -(-L // cfg["BLOCK_M"])
@@ -403,11 +498,21 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
         n = min(_MAX_GRID_Y, Z * H - zh0)
         args = (q, k, v, mk, out, *q.stride(), *k.stride(), *v.stride(), *ms, *out.stride(), H, L, S, E, EV, group_k,
                 group_v, zh0, float(qk_scale), int(causal_off))
-        meta = dict(CAUSAL=bool(causal), MASK_KIND=mask_kind, EXP2=exp2, BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd,
-                    EVEN_DV=EV == bdv, **kernel_dtypes(dt), **cfg)
+        meta = dict(CAUSAL=bool(causal), MASK_KIND=mask_kind, EXP2=exp2, FOLD=fold, FTZ=ftz, BLOCK_D=bd,
+                    BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **kernel_dtypes(dt))
+        if use_ws:
+            try:
+                launch(_attn_fwd_kernel, (num_m, n), *args, TMA=True, **meta, **_ws_meta(cfg, S))
+                continue
+            except Exception as e:  # noqa: BLE001 - compilation happens before anything is queued
+                warnings.warn(f"scaled_dot_product_attention: the warp-specialized kernel failed ({type(e).__name__}:"
+                              f" {str(e).splitlines()[0] if str(e) else ''}); using the plain kernel for {key}",
+                              RuntimeWarning, stacklevel=3)
+                _WS_BROKEN.add(key)
+                use_ws = False
         if use_tma:
             try:
-                launch(_attn_fwd_kernel, (num_m, n), *args, TMA=True, **meta)
+                launch(_attn_fwd_kernel, (num_m, n), *args, TMA=True, **meta, **plain)
                 continue
             except Exception as e:  # noqa: BLE001 - compilation happens before anything is queued
                 if tma is not None:
@@ -417,7 +522,7 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
                               RuntimeWarning, stacklevel=3)
                 _TMA_BROKEN.add(key)
                 use_tma = False
-        launch(_attn_fwd_kernel, (num_m, n), *args, TMA=False, **meta)
+        launch(_attn_fwd_kernel, (num_m, n), *args, TMA=False, **meta, **plain)
 
 
 # ---------------------------------------------------------------------------------------------------------
