@@ -50,6 +50,7 @@ from ..ops.attention import causal_lower_right
 from ..ops.matmul import linear as _linear
 from ..ops.rope import RotaryEmbedding
 from ..quant import QuantLinear
+from ..device.base import backend_for
 from ..tensor.core import Tensor, from_host_array, new_empty
 
 __all__ = ["LlamaConfig", "LlamaModel", "KVCache", "GenerationStats", "default_chat_model", "CHAT_PACKAGE",
@@ -79,6 +80,18 @@ def default_chat_model() -> str:
 
 def _fn(name: str):
     return registry.get(name).extra["function"]
+
+
+def _step_input(a: np.ndarray, dtype, dev) -> Tensor:
+    """A small per-step input (token ids, positions, cache lengths) on ``dev``. On CUDA the copy is queued without
+    waiting (pinned staging: the backend's ``write(..., non_blocking=True)``), so a forward step queues all its work
+    without stalling on the device, and its host time and kernel time can be told apart (benchmarks/bench_models.py)."""
+    a = np.ascontiguousarray(a, dtype=dtype.numpy)
+    if dev.type != "cuda" or a.size == 0:
+        return from_host_array(a, dtype, dev)
+    out = new_empty(a.shape, dtype, dev)
+    backend_for(dev).write(out._storage, 0, a.reshape(-1).view(np.uint8), non_blocking=True)
+    return out
 
 
 @dataclass
@@ -373,6 +386,59 @@ class LlamaModel:
         return cls(cfg, weights, device=dev, dtype=dt, codec=TextCodec.from_gguf(f), rope_freqs=rope_freqs,
                    source=os.fspath(path))
 
+    @classmethod
+    def random(cls, config, *, device="cpu", dtype=None, seed: int = 0, std: float = 0.02) -> "LlamaModel":
+        """A model of ``config``'s shapes whose weights are drawn on ``device`` (nothing crosses from the host, so
+        an 8B-parameter model is built in seconds on a GPU): the embedding, the head and every projection
+        normal(0, ``std``) (transformers' ``initializer_range`` default), norm weights 1, biases 0. For benchmarks
+        and tests; it has no tokenizer (``codec`` is None).
+
+        Args:
+            config: a :class:`LlamaConfig` or a config dict (:meth:`LlamaConfig.from_dict`; its ``rope_theta`` /
+                ``rope_parameters`` set the RoPE schedule).
+            device: where the weights are drawn and the model runs.
+            dtype: weight and activation dtype (default: bfloat16 on CUDA, float32 on the CPU).
+            seed: seeds a generator of ``device`` (the same seed gives the same weights there).
+            std: the standard deviation of the normal draws.
+
+        Raises:
+            ValueError: as :meth:`LlamaConfig.from_dict`; a dtype that is not a float dtype; ``std < 0``.
+        """
+        from ..random import Generator, normal_
+        cfg = config if isinstance(config, LlamaConfig) else LlamaConfig.from_dict(config)
+        dev = _device(device)
+        dt = T.dtype_from(dtype) if dtype is not None else (T.bfloat16 if dev.type == "cuda" else T.float32)
+        check(dt in (T.float16, T.bfloat16, T.float32, T.float64), lambda: f"LlamaModel.random: dtype must be a "
+              f"float dtype, got {dt.name}", ValueError)
+        check(std >= 0, lambda: f"LlamaModel.random: std must be >= 0, got {std}", ValueError)
+        gen = Generator(device=dev).manual_seed(seed)
+
+        def rnd(*shape):
+            return normal_(new_empty(shape, dt, dev), 0.0, std, generator=gen)
+
+        def const(n, value):
+            return new_empty((n,), dt, dev).fill_(value)
+
+        H, I, V, D = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.head_dim
+        hq, hk = cfg.num_attention_heads * D, cfg.num_key_value_heads * D
+        w = {"model.embed_tokens.weight": rnd(V, H), "model.norm.weight": const(H, 1.0)}
+        if not cfg.tie_word_embeddings:
+            w["lm_head.weight"] = rnd(V, H)
+        for i in range(cfg.num_hidden_layers):
+            p = f"model.layers.{i}."
+            w[p + "input_layernorm.weight"] = const(H, 1.0)
+            w[p + "post_attention_layernorm.weight"] = const(H, 1.0)
+            for n, shape in (("q", (hq, H)), ("k", (hk, H)), ("v", (hk, H)), ("o", (H, hq))):
+                w[p + f"self_attn.{n}_proj.weight"] = rnd(*shape)
+                if cfg.attention_bias and n != "o":
+                    w[p + f"self_attn.{n}_proj.bias"] = const(shape[0], 0.0)
+            for n, shape in (("gate", (I, H)), ("up", (I, H)), ("down", (H, I))):
+                w[p + f"mlp.{n}_proj.weight"] = rnd(*shape)
+            if cfg.qk_norm:
+                w[p + "self_attn.q_norm.weight"] = const(D, 1.0)
+                w[p + "self_attn.k_norm.weight"] = const(D, 1.0)
+        return cls(cfg, w, device=dev, dtype=dt, source=f"random(seed={seed}, std={std})")
+
     # -- facts -------------------------------------------------------------------------------------------
     def weight_bytes(self) -> int:
         """Bytes of the weights on the device (packed int4 counted packed; a tied head once)."""
@@ -404,8 +470,15 @@ class LlamaModel:
             return y if residual is None else residual + y
         return _linear(x, w, b, activation=activation, residual=residual)
 
-    def _ids(self, a) -> Tensor:
-        return from_host_array(np.asarray(a, dtype=np.int64), T.int64, self.device)
+    def _ids(self, a, dtype=T.int64) -> Tensor:
+        return _step_input(np.asarray(a, dtype=dtype.numpy), dtype, self.device)
+
+    def _embed_row(self, t: int) -> Tensor:
+        """The embedding of one host-known token as a ``[1, 1, hidden]`` view of the table: a decode step then
+        launches no lookup and never reads the lookup's range flag back (a stream sync every token)."""
+        V = self.config.vocab_size
+        check(0 <= t < V, lambda: f"forward: token id {t} is outside the vocabulary [0, {V})", IndexError)
+        return self.embed[t:t + 1].view(1, 1, -1)
 
     def forward(self, input_ids, cache: KVCache, *, all_logits: bool = False) -> Tensor:
         """Run ``input_ids [batch, S]`` at positions ``cache.length .. cache.length + S - 1``, appending their
@@ -433,12 +506,15 @@ class LlamaModel:
               f"a cache of capacity {cache.capacity}")
         Hq, Hk, D, H = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size
         pos = self._ids(np.arange(start, start + S))
-        lens = from_host_array(np.full(B, start, np.int32), T.int32, self.device)
-        lens_after = from_host_array(np.full(B, start + S, np.int32), T.int32, self.device) if S == 1 else None
+        lens = self._ids(np.full(B, start), T.int32)
+        lens_after = self._ids(np.full(B, start + S), T.int32) if S == 1 else None
         self.rope.update(start + S)  # dynamic NTK scaling follows the longest position (a no-op for other types)
         inv = self.rope.frequencies()
         mask = None if start == 0 or S == 1 else causal_lower_right(S, start + S)
-        h = F_emb(ids, self.embed)
+        if B == S == 1 and not isinstance(input_ids, Tensor):
+            h = self._embed_row(int(np.asarray(input_ids).reshape(-1)[0]))
+        else:
+            h = F_emb(ids, self.embed)
         for i, lay in enumerate(self.layers):
             x = F_rms(h, (H,), lay["in_norm"], cfg.rms_norm_eps)
             if "qkv" in lay:  # one product for q, k and v; the three are views of its output
