@@ -26,8 +26,8 @@ this process never imports torch. Ours and the peer run one after the other, nev
 
 Output: ``DIR/models.csv`` (one line per row: command, device name, dtype, value, peer value, ratio, roofline,
 host/device ms per token, status, notes) and ``DIR/models_summary.md``; the summary is also printed. With
-``--budget-s S`` rows that would not fit in what is left are skipped and say so (a running peer is stopped when
-the budget runs out).
+``--budget-s S`` (default 400) rows that would not fit in what is left are skipped and say so (a running peer is
+stopped when the budget runs out).
 
 Usage::
 
@@ -237,30 +237,36 @@ class Run:
             if self.budget.left() < 5:
                 self.skip(f"minilm.{dt}", f"budget spent ({self.budget.spent():.0f} s)")
                 continue
-            t0 = time.perf_counter()
-            enc = SentenceEncoder(path, device=self.dev, dtype=dt)
-            enc.max_seq_length = seq
-            enc.tokenizer.enable_truncation(max_length=seq, strategy="longest_first")
-            load_s = time.perf_counter() - t0
+            enc = None
             for b in batches:
                 n = n_of[b]
-                sents = P.make_sentences(n)
-                lens = [len(ids) for ids, _ in enc.tokenize(sents[:4])]
-                if any(x != seq for x in lens):
-                    self.add(row=f"minilm.b{b}.{dt}", model="all-MiniLM-L6-v2", status="error", dtype=dt, batch=b,
-                             notes=f"sentences tokenize to {lens} tokens, expected {seq}")
-                    continue
-                t0 = time.perf_counter()
-                enc.encode(sents[:max(b, 2)], batch_size=b)
-                self.sync()
-                first_s = time.perf_counter() - t0
-                times = []
-                for _ in range(a.reps):
-                    self.sync()
+                try:
+                    if enc is None:
+                        t0 = time.perf_counter()
+                        enc = SentenceEncoder(path, device=self.dev, dtype=dt)
+                        enc.max_seq_length = seq
+                        enc.tokenizer.enable_truncation(max_length=seq, strategy="longest_first")
+                        load_s = time.perf_counter() - t0
+                    sents = P.make_sentences(n)
+                    lens = [len(ids) for ids, _ in enc.tokenize(sents[:4])]
+                    if any(x != seq for x in lens):
+                        raise ValueError(f"sentences tokenize to {lens} tokens, expected {seq}")
                     t0 = time.perf_counter()
-                    enc.encode(sents, batch_size=b)
+                    enc.encode(sents[:max(b, 2)], batch_size=b)
                     self.sync()
-                    times.append(time.perf_counter() - t0)
+                    first_s = time.perf_counter() - t0
+                    times = []
+                    for _ in range(a.reps):
+                        self.sync()
+                        t0 = time.perf_counter()
+                        enc.encode(sents, batch_size=b)
+                        self.sync()
+                        times.append(time.perf_counter() - t0)
+                except Exception as e:  # noqa: BLE001 - the other dtypes and batches still run
+                    traceback.print_exc()
+                    self.add(row=f"minilm.b{b}.{dt}", model="all-MiniLM-L6-v2", status="error", dtype=dt, batch=b,
+                             seq_len=seq, notes=f"{type(e).__name__}: {e}"[:300])
+                    continue
                 ours[(dt, b)] = (n / statistics.median(times), load_s, first_s)
                 plan.append({"dtype": dt, "batch": b, "n": n})
                 self.say(f"minilm {dt} batch {b}: {ours[(dt, b)][0]:.1f} sentences/s (nbxtensor)")
@@ -305,30 +311,53 @@ class Run:
         V = cfg["vocab_size"]
         long_ids, short_ids = P.make_prompt(P_len, V, seed=1), P.make_prompt(Q_len, V, seed=2)
         cache = m.new_cache(1, max(P_len + 1, Q_len + N))
-        t0 = time.perf_counter()
-        list(m.generate(long_ids, 1, stop_ids=[], cache=cache))
-        self.sync()
-        first_prefill_s = time.perf_counter() - t0
-        pre = []
-        for _ in range(a.reps):
+        errors: list[str] = []
+        first_prefill_s = first_decode_s = None
+        pre, dec = [], []
+        split = {"wall_ms": None, "host_ms": None, "gpu_ms": None, "gpu_valid": None}
+
+        def prefill():
+            nonlocal first_prefill_s
+            t0 = time.perf_counter()
             list(m.generate(long_ids, 1, stop_ids=[], cache=cache))
-            pre.append(m.stats.prefill_tokens_per_s)
-        self.say(f"{name}: prefill {P_len} tokens: {_median(pre):.1f} tokens/s (first call {first_prefill_s:.1f} s)")
-        t0 = time.perf_counter()
-        list(m.generate(short_ids, min(4, N), stop_ids=[], cache=cache))
-        self.sync()
-        first_decode_s = time.perf_counter() - t0
-        dec = []
-        for _ in range(a.reps):
-            toks = list(m.generate(short_ids, N, stop_ids=[], cache=cache))
-            assert len(toks) == N, (len(toks), N)
-            dec.append(m.stats.decode_tokens_per_s)
-        self.say(f"{name}: decode: {_median(dec):.2f} tokens/s")
+            self.sync()
+            first_prefill_s = time.perf_counter() - t0
+            for _ in range(a.reps):
+                list(m.generate(long_ids, 1, stop_ids=[], cache=cache))
+                pre.append(m.stats.prefill_tokens_per_s)
+            self.say(f"{name}: prefill {P_len} tokens: {_median(pre):.1f} tokens/s (first call "
+                     f"{first_prefill_s:.1f} s)")
+
+        def decode():
+            nonlocal first_decode_s
+            t0 = time.perf_counter()
+            list(m.generate(short_ids, min(4, N), stop_ids=[], cache=cache))
+            self.sync()
+            first_decode_s = time.perf_counter() - t0
+            for _ in range(a.reps):
+                toks = list(m.generate(short_ids, N, stop_ids=[], cache=cache))
+                if len(toks) != N:
+                    raise RuntimeError(f"generate gave {len(toks)} tokens, asked {N}")
+                dec.append(m.stats.decode_tokens_per_s)
+            self.say(f"{name}: decode: {_median(dec):.2f} tokens/s")
+
+        def step_split():
+            split.update(self.split(m, short_ids, a.split_reps))
+            g = split["gpu_ms"]
+            self.say(f"{name}: decode step: wall {split['wall_ms']:.2f} ms, host {split['host_ms']:.2f} ms, device "
+                     f"{'-' if g is None else f'{g:.3f}'} ms (valid {split['gpu_valid']})")
+
+        for label, phase in (("prefill", prefill), ("decode", decode), ("host/device split", step_split)):
+            if self.budget.left() <= 0:
+                errors.append(f"{label}: skipped, budget spent")
+                continue
+            try:
+                phase()
+            except Exception as e:  # noqa: BLE001 - one failing phase leaves the others (and the peer) to run
+                traceback.print_exc()
+                errors.append(f"{label} failed: {type(e).__name__}: {e}"[:300])
+                self.sync()
         del cache
-        split = self.split(m, short_ids, a.split_reps)
-        self.say(f"{name}: decode step: wall {split['wall_ms']:.2f} ms, host {split['host_ms']:.2f} ms, device "
-                 f"{split['gpu_ms'] if split['gpu_ms'] is None else round(split['gpu_ms'], 3)} ms "
-                 f"(valid {split['gpu_valid']})")
         c = m.config
         del m
         if self.cuda:
@@ -348,14 +377,15 @@ class Run:
         block = L * (c.hidden_size * (c.num_attention_heads + 2 * c.num_key_value_heads) * D
                      + c.num_attention_heads * D * c.hidden_size + 3 * c.hidden_size * c.intermediate_size)
         flops = 2 * block * P_len + 4 * L * c.num_attention_heads * D * P_len * (P_len + 1) / 2
-        pnote = f"prompt {P_len} tokens, time to first token; first call (compiles) {first_prefill_s:.1f} s"
+        err = ("; nbxtensor: " + "; ".join(errors)) if errors else ""
+        pnote = f"prompt {P_len} tokens, time to first token; first call (compiles) {_fmt(first_prefill_s, 1)} s"
         self.add(row=f"{name}.prefill", model=name, metric="prefill tokens/s", unit="tokens/s", dtype=dt, batch=1,
                  seq_len=P_len, ours=_median(pre), peer=(reply or {}).get("prefill_tokens_per_s"),
                  roofline=(P_len / (flops / (tf * 1e12))) if tf else None, peer_name=peer_name,
                  notes=pnote + (f"; roofline: {tf} TFLOP/s dense over {flops / 1e12:.1f} TFLOP" if tf else "")
-                 + (f"; {why}" if why else ""), peer_command=shown)
-        dnote = (f"prompt {Q_len} + {N} new tokens, greedy, (N-1)/(last - first token); first call {first_decode_s:.1f}"
-                 f" s; weights {wbytes / 1e9:.2f} GB")
+                 + (f"; {why}" if why else "") + err, peer_command=shown, status="ok" if pre else "error")
+        dnote = (f"prompt {Q_len} + {N} new tokens, greedy, (N-1)/(last - first token); first call "
+                 f"{_fmt(first_decode_s, 1)} s; weights {wbytes / 1e9:.2f} GB")
         if bw:
             dnote += f" / {bw / 1e3:.1f} TB/s = roofline"
         dnote += f"; device time valid reps {split['gpu_valid']}, peer {ps.get('gpu_valid')}"
@@ -366,7 +396,8 @@ class Run:
                  roofline=(bw * 1e9 / wbytes) if bw else None, wall_ms=split["wall_ms"], host_ms=split["host_ms"],
                  gpu_ms=split["gpu_ms"], peer_wall_ms=ps.get("wall_ms"), peer_host_ms=ps.get("host_ms"),
                  peer_gpu_ms=ps.get("gpu_ms") if ps.get("gpu_ms") is not None else ps.get("kernel_sum_ms"),
-                 peer_name=peer_name, notes=dnote + (f"; {why}" if why else ""), peer_command=shown)
+                 peer_name=peer_name, notes=dnote + (f"; {why}" if why else "") + err, peer_command=shown,
+                 status="ok" if dec else "error")
         self.add(row=f"{name}.build", model=name, metric="random-weight model build", unit="s", dtype=dt,
                  ours=build_s, peer=(reply or {}).get("build_s"), peer_name=peer_name,
                  notes=f"weights drawn on {self.dev}; {wbytes / 1e9:.2f} GB" + (f"; {why}" if why else ""),
@@ -515,7 +546,8 @@ def summary(run: Run) -> str:
         lines += ["", "Skipped:", ""] + [f"- {s}" for s in run.skipped]
     peers = sorted({r["peer_command"] for r in run.rows if r.get("peer_command")})
     if peers:
-        lines += ["", "Peer commands:", ""] + [f"- `{c}`" for c in peers]
+        head = "Peer commands:" if run.run_peers else "Peer commands (not run: --smoke without --peer, or --no-peer):"
+        lines += ["", head, ""] + [f"- `{c}`" for c in peers]
     return "\n".join(lines) + "\n"
 
 
@@ -524,8 +556,8 @@ def parse_args(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda when available)")
     ap.add_argument("--out", required=True, help="folder for models.csv and models_summary.md")
-    ap.add_argument("--budget-s", type=float, default=None, help="stop starting rows when this many seconds are "
-                    "spent (default: no limit)")
+    ap.add_argument("--budget-s", type=float, default=400.0, help="seconds for the whole run: a row or peer that "
+                    "would not fit in what is left is skipped, a running peer is stopped (default 400; 0 skips all)")
     ap.add_argument("--only", default=None, help=f"comma-separated rows among {', '.join(ROWS)} (default: all; "
                     "with --smoke: minilm,llama8b)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes; peers only with --peer")

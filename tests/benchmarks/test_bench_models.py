@@ -285,3 +285,26 @@ def test_real_peers_cpu_smoke(tmp_path):
     assert float(rows["llama_tiny.prefill"]["peer"]) > 0 and float(rows["llama_tiny.build"]["peer"]) > 0
     if "minilm" in only:
         assert float(rows["minilm.b2.float32"]["peer"]) > 0
+
+
+@not_interpreted
+def test_a_failing_phase_leaves_the_others(tmp_path, monkeypatch):
+    import bench_models as BM
+    from nbxtensor.models.llama import LlamaModel
+    real = LlamaModel.generate
+
+    def generate(self, prompt_ids, *args, **kw):
+        if len(prompt_ids) == 32:  # the smoke prefill prompt
+            raise RuntimeError("prefill kernel broke")
+        return real(self, prompt_ids, *args, **kw)
+
+    monkeypatch.setattr(LlamaModel, "generate", generate)
+    run = BM.Run(BM.parse_args(["--device", "cpu", "--smoke", "--only", "llama", "--out", str(tmp_path)]))
+    run.run(run.args.names)
+    rows = {r["row"]: r for r in run.rows}
+    assert rows["llama_tiny.prefill"]["status"] == "error" and rows["llama_tiny.prefill"]["ours"] is None
+    assert "prefill failed: RuntimeError: prefill kernel broke" in rows["llama_tiny.prefill"]["notes"]
+    assert rows["llama_tiny.decode"]["status"] == "ok" and rows["llama_tiny.decode"]["ours"] > 0
+    assert rows["llama_tiny.decode"]["host_ms"] > 0
+    text = BM.summary(run)
+    assert "| llama_tiny.prefill | prefill tokens/s | float32 | - |" in text
