@@ -447,16 +447,19 @@ class Run:
                                                       "--new-tokens", str(N), "--reps", str(a.reps)])
         bw = self.peaks.get("memory_bandwidth_GBps")
         notes = (f"{'Q4_1 packed int4' if packed else 'dequantized'} projections, activations {dt}; prompt "
-                 f"{len(ids)} tokens + {N} new; load {load_s:.2f} s, first call {first_s:.2f} s; prefill "
-                 f"{_median(pre):.1f} tokens/s (peer {(reply or {}).get('prefill_tokens_per_s')}); weights "
+                 f"{len(ids)} tokens + {N} new; load {load_s:.2f} s, first call {first_s:.2f} s; weights "
                  f"{wbytes / 1e6:.1f} MB; device time valid reps {split['gpu_valid']}") + (f"; {why}" if why else "")
-        self.add(row="smollm2.decode", model="SmolLM2-135M-Instruct Q4_1" if not a.gguf else os.path.basename(path),
-                 metric="decode tokens/s",
-                 unit="tokens/s", dtype=dt, batch=1, seq_len=len(ids), ours=_median(dec),
-                 peer=(reply or {}).get("decode_tokens_per_s"), roofline=(bw * 1e9 / wbytes) if bw else None,
-                 wall_ms=split["wall_ms"], host_ms=split["host_ms"], gpu_ms=split["gpu_ms"],
-                 peer_name=(f"llama.cpp (llama-cpp-python {reply.get('llama_cpp')}, {reply.get('threads')} threads)"
-                            if reply else None), notes=notes, peer_command=shown)
+        model = "SmolLM2-135M-Instruct Q4_1" if not a.gguf else os.path.basename(path)
+        peer_name = (f"llama.cpp (llama-cpp-python {reply.get('llama_cpp')}, {reply.get('threads')} threads)"
+                     if reply else None)
+        self.add(row="smollm2.decode", model=model, metric="decode tokens/s", unit="tokens/s", dtype=dt, batch=1,
+                 seq_len=len(ids), ours=_median(dec), peer=(reply or {}).get("decode_tokens_per_s"),
+                 roofline=(bw * 1e9 / wbytes) if bw else None, wall_ms=split["wall_ms"], host_ms=split["host_ms"],
+                 gpu_ms=split["gpu_ms"], peer_name=peer_name, notes=notes, peer_command=shown)
+        self.add(row="smollm2.prefill", model=model, metric="prefill tokens/s", unit="tokens/s", dtype=dt, batch=1,
+                 seq_len=len(ids), ours=_median(pre), peer=(reply or {}).get("prefill_tokens_per_s"),
+                 peer_name=peer_name, notes=f"prompt {len(ids)} tokens, time to first token" +
+                 (f"; {why}" if why else ""), peer_command=shown)
 
     # -- driver -----------------------------------------------------------------------------------------------
     def run(self, names: list[str]) -> None:

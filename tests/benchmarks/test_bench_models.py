@@ -190,6 +190,11 @@ elif cmd == "minilm":
     plan = json.loads(sys.argv[sys.argv.index("--plan") + 1])
     print(json.dumps({{"ok": True, "torch": "fake", "sentence_transformers": "fake",
                       "results": [dict(p, sentences_per_s=2.0) for p in plan]}}))
+elif cmd == "llamacpp":
+    ids = json.loads(sys.argv[sys.argv.index("--ids") + 1])
+    assert all(isinstance(i, int) for i in ids) and len(ids) > 3
+    print(json.dumps({{"ok": True, "decode_tokens_per_s": 100.0, "prefill_tokens_per_s": 1000.0,
+                      "llama_cpp": "fake", "threads": 2}}))
 else:
     print(json.dumps({{"ok": False, "error": "unknown"}}))
 '''
@@ -261,11 +266,13 @@ def test_smollm2_row_on_a_tiny_q4_1_gguf(tmp_path):
     cfg = tiny_config(vocab=300, hidden=64, inter=128, layers=2, heads=4, kv=2)
     path = save_gguf(str(tmp_path / "tiny.gguf"), cfg, random_weights(cfg), qtypes={"_proj.weight": "Q4_1"})
     cp, rows, summary = _run(tmp_path, "--device", "cpu", "--smoke", "--only", "smollm2", "--gguf", path,
-                             "--new-tokens", "3")
+                             "--new-tokens", "3", "--peer", "--peer-python", _fake_peer(tmp_path))
     assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
-    r = rows["smollm2.decode"]
+    r, p = rows["smollm2.decode"], rows["smollm2.prefill"]
     assert r["status"] == "ok" and float(r["ours"]) > 0 and r["model"] == "tiny.gguf"
     assert "Q4_1 packed int4" in r["notes"] and "+ 3 new" in r["notes"]
+    assert float(r["ratio"]) == pytest.approx(float(r["ours"]) / 100.0)  # llama.cpp: the CPU row's peer
+    assert float(p["ratio"]) == pytest.approx(float(p["ours"]) / 1000.0) and "llama.cpp" in p["peer_name"]
 
 
 # -- the real peers (torch in this interpreter) ------------------------------------------------------------------
