@@ -33,9 +33,11 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import time
 import traceback
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -222,6 +224,7 @@ def main(argv=None) -> int:
     import nbxtensor as nbx
     import nbxtensor.nn.functional as F
     from bench_ops import device_facts, git_commit, make_clock
+    from nbxtensor.ops import attention as A
     from nbxtensor.ops import registry
     from nbxtensor.ops.attention import attention_tolerance
     from nbxtensor.runtime.configs import launch_config, override
@@ -290,11 +293,18 @@ def main(argv=None) -> int:
             fn = (lambda q=q, k=k, v=v, causal=causal: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
             ts = time.monotonic()
             try:
+                A._TMA_BROKEN.clear()  # the op remembers kernels that failed to compile: each pair tries its own
+                A._WS_BROKEN.clear()
                 ctx = override(CFG_OP, **settings) if settings else _null()
                 with ctx:
-                    out = fn()  # compiles
-                    if dev != "cpu":
-                        nbx.cuda.synchronize()
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        out = fn()  # compiles
+                        if dev != "cpu":
+                            nbx.cuda.synchronize()
+                    fell = [str(w.message) for w in caught if "failed" in str(w.message)]
+                    if fell:  # the op fell back to another kernel: the timing would not be this variant's
+                        raise RuntimeError("fell back: " + fell[0])
                     if name == "table":
                         refs[lab] = out
                         worst = oracle_rows(q, k, v, causal, out, tol)
@@ -339,6 +349,7 @@ class _null:
 def print_table(results: dict, shapes, peer: dict, peak_tf, stopped, elapsed: float) -> None:
     labs = [label(s, c) for s, c in shapes]
     w = 17
+    errors: dict = {}
     print("\nTFLOP/s (ratio to PyTorch SDPA; >1: nbxtensor faster); ! = output check failed, E = error")
     print(f"{'variant':30s}" + "".join(f"{lab:>{w}s}" for lab in labs) + f"{'host us':>10s}")
     if peer:
@@ -358,7 +369,9 @@ def print_table(results: dict, shapes, peer: dict, peak_tf, stopped, elapsed: fl
                 cells.append("")
                 continue
             if r.get("status") != "ok":
-                cells.append("E " + (r.get("error") or "")[:w - 3])
+                err = r.get("error") or ""
+                cells.append("E fallback" if "fell back" in err else "E " + err.split(":")[0][:w - 3])
+                errors.setdefault(name, err)
                 continue
             mark = "" if r.get("check") in ("ok", "oracle ok") else "!"
             ratio = f" ({r['ratio']:.2f}x)" if r.get("ratio") else ""
@@ -366,6 +379,9 @@ def print_table(results: dict, shapes, peer: dict, peak_tf, stopped, elapsed: fl
             host.append(r.get("host_us") or 0.0)
         hu = f"{np.median(host):10.1f}" if host else ""
         print(f"{name[:30]:30s}" + "".join(f"{c:>{w}s}" for c in cells) + hu)
+    for name, err in errors.items():
+        m = re.search(r"kernel failed \((.*?)\); using", err)
+        print(f"  E {name}: {('fell back to another kernel: ' + m.group(1)) if m else err}"[:118])
     print("\nbest per shape (checked variants only):")
     best = {}
     for lab in labs:

@@ -352,8 +352,8 @@ def _captured_meta(monkeypatch):
     return metas
 
 
-@pytest.mark.parametrize("E,causal,ratio,Lk,Sk", [(64, False, 1, 1, 2), (128, True, 1, 2, 2), (80, True, 4, 1, 2),
-                                                  (64, False, 8, 2, 3), (64, True, 1, 3, 1)])
+@pytest.mark.parametrize("E,causal,ratio,Lk,Sk", [(64, False, 8, 1, 2), (128, True, 1, 2, 2), (64, True, 1, 3, 1)]
+                         + ([] if QUICK else [(80, True, 4, 1, 2), (64, False, 1, 2, 3)]))
 def test_warp_specialized_kernel(E, causal, ratio, Lk, Sk, device, monkeypatch):
     """The warp-specialized variant (one key loop with the diagonal and bounds masks on every tile, the query
     through a descriptor): query and key lengths that are and are not multiples of the tiles, lower-right causal
@@ -369,8 +369,8 @@ def test_warp_specialized_kernel(E, causal, ratio, Lk, Sk, device, monkeypatch):
     L = cfg["BLOCK_M"] * Lk + (0 if causal else 3)
     S = cfg["BLOCK_N"] * Sk + (1 if Lk == 1 else 0)  # some S a multiple of BLOCK_N (EVEN_S), some not
     rng = np.random.default_rng(E * 7 + ratio + Lk)
-    q, k, v = draw(rng, (2, 8, L, E), dt), draw(rng, (2, 8 // ratio, S, E), dt), draw(rng, (2, 8 // ratio, S, E), dt)
-    out = nbx.empty(2, 8, L, E, dtype=nbx.bfloat16, device=device)
+    q, k, v = draw(rng, (1, 8, L, E), dt), draw(rng, (1, 8 // ratio, S, E), dt), draw(rng, (1, 8 // ratio, S, E), dt)
+    out = nbx.empty(1, 8, L, E, dtype=nbx.bfloat16, device=device)
     off = S - L if causal else 0
     metas = _captured_meta(monkeypatch)
     with override("sdpa_fwd", WARP_SPEC=True, ws_warps=4):

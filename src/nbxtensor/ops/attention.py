@@ -213,6 +213,99 @@ def _exp2(x, FTZ: tl.constexpr):
 
 
 @jit
+def _load_k(k_base, k_desc, start_n, n64, n_ok, d_ok, skn, BOUNDS: tl.constexpr, EVEN_D: tl.constexpr,
+            TMA: tl.constexpr):
+    """The key tile ``[BLOCK_D, BLOCK_N]`` (transposed) of keys ``start_n + offs_n``."""
+    if TMA:
+        k = k_desc.load([start_n, 0]).T
+    else:
+        kp = k_base + (n64 * skn)[None, :]
+        if BOUNDS:
+            if EVEN_D:
+                k = tl.load(kp, mask=n_ok[None, :], other=0.0)
+            else:
+                k = tl.load(kp, mask=d_ok[:, None] & n_ok[None, :], other=0.0)
+        else:
+            if EVEN_D:
+                k = tl.load(kp)
+            else:
+                k = tl.load(kp, mask=d_ok[:, None], other=0.0)
+    return k
+
+
+@jit
+def _fold_tile(acc, l_i, m_i, qk, start_n, v_base, v_desc, mask_base, offs_m, offs_n, dv_ok, m_ok, svn, smn, S,
+               qk_scale, causal_off, BOUNDS: tl.constexpr, DIAG: tl.constexpr, MASK_KIND: tl.constexpr,
+               EXP2: tl.constexpr, FOLD: tl.constexpr, FTZ: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
+               IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr):
+    """Fold one tile of scores ``qk = Q K^T`` (unscaled) of keys ``start_n + offs_n`` into ``(acc, l_i, m_i)``:
+    masks, the online softmax, ``P V``. See :func:`_attn_inner`."""
+    n = start_n + offs_n
+    n64 = n.to(tl.int64)
+    if not FOLD:
+        qk = qk * qk_scale
+    if MASK_KIND == 1:
+        mp = mask_base + (n64 * smn)[None, :]
+        if BOUNDS:
+            keep = tl.load(mp, mask=m_ok[:, None] & (n < S)[None, :], other=0)
+        else:
+            keep = tl.load(mp, mask=m_ok[:, None], other=0)
+        qk = tl.where(keep != 0, qk, float("-inf"))
+    elif MASK_KIND == 2:
+        mp = mask_base + (n64 * smn)[None, :]
+        if BOUNDS:
+            add = tl.load(mp, mask=m_ok[:, None] & (n < S)[None, :], other=0.0)
+        else:
+            add = tl.load(mp, mask=m_ok[:, None], other=0.0)
+        qk = qk + _to_acc(add, ACC, UPCAST)
+    if BOUNDS:
+        if DIAG:
+            vis = (n < S)[None, :] & (n[None, :] <= offs_m[:, None] + causal_off)
+        else:
+            vis = (n < S)[None, :]
+        qk = tl.where(vis, qk, float("-inf"))
+    elif DIAG:
+        qk = tl.where(n[None, :] <= offs_m[:, None] + causal_off, qk, float("-inf"))
+    if FOLD:
+        m_new = maximum_fast(m_i, nan_max_fast(qk, 1) * qk_scale)
+    else:
+        m_new = maximum_fast(m_i, nan_max_fast(qk, 1))
+    # a row with no visible key so far keeps m = -inf: shift by 0 so exp gives 0, not NaN
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    if FOLD:
+        x = qk * qk_scale - shift[:, None]  # one FFMA per score
+    else:
+        x = qk - shift[:, None]
+    if EXP2:  # ex2.approx: the fast path the module docstring accounts for
+        p = _exp2(x, FTZ)
+        alpha = tl.math.exp2(m_i - shift)
+    elif FTZ:  # natural units (an additive mask): e**x = 2**(x log2 e), as tl.exp lowers on the GPU
+        p = _exp2(x * 1.4426950408889634, FTZ)
+        alpha = tl.exp(m_i - shift)
+    else:
+        p = tl.exp(x)
+        alpha = tl.exp(m_i - shift)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    if TMA:
+        v = v_desc.load([start_n, 0])
+    else:
+        vp = v_base + (n64 * svn)[:, None]
+        if BOUNDS:
+            if EVEN_DV:
+                v = tl.load(vp, mask=(n < S)[:, None], other=0.0)
+            else:
+                v = tl.load(vp, mask=(n < S)[:, None] & dv_ok[None, :], other=0.0)
+        else:
+            if EVEN_DV:
+                v = tl.load(vp)
+            else:
+                v = tl.load(vp, mask=dv_ok[None, :], other=0.0)
+    acc = tl.dot(_round_p(p, IN_DT, UPCAST), _operand(v, UPCAST), acc, input_precision=PREC, out_dtype=ACC)
+    return acc, l_i, m_new
+
+
+@jit
 def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo, hi, offs_m, offs_n, d_ok, dv_ok,
                 m_ok, skn, svn, smn, S, qk_scale, causal_off,
                 BOUNDS: tl.constexpr, DIAG: tl.constexpr, MASK_KIND: tl.constexpr, EXP2: tl.constexpr,
@@ -231,88 +324,19 @@ def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo,
     (``max(s) * c == max(s * c)`` for ``c > 0``, rounding being monotonic) and the scale is applied inside the
     exponent's argument, ``s * c - m``, one fused multiply-add per score instead of a multiply and a subtract
     (Triton's fused-attention tutorial). Masked scores are ``-inf`` before the scale; ``-inf * c`` stays ``-inf``.
-    ``WARP_SPEC``: ask Triton for automatic warp specialization of the loop (a tuning knob of the tables)."""
+    ``WARP_SPEC``: ask Triton for automatic warp specialization of the loop (a tuning knob of the tables).
+
+    Not done, and why: issuing the next tile's ``Q K^T`` before the current softmax (FlashAttention-3's
+    intra-warpgroup overlap, written as a software pipeline in the source) compiles on Triton 3.6 to a wait
+    right after the issue, and ptxas then serializes every ``wgmma`` (C7515: the accumulator's rescale sits
+    inside the open stage): slower, not faster."""
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
         n = start_n + offs_n
-        n64 = n.to(tl.int64)
-        if BOUNDS:
-            n_ok = n < S
-        if TMA:
-            k = k_desc.load([start_n, 0]).T
-        else:
-            kp = k_base + (n64 * skn)[None, :]
-            if BOUNDS:
-                if EVEN_D:
-                    k = tl.load(kp, mask=n_ok[None, :], other=0.0)
-                else:
-                    k = tl.load(kp, mask=d_ok[:, None] & n_ok[None, :], other=0.0)
-            else:
-                if EVEN_D:
-                    k = tl.load(kp)
-                else:
-                    k = tl.load(kp, mask=d_ok[:, None], other=0.0)
+        k = _load_k(k_base, k_desc, start_n, n.to(tl.int64), n < S, d_ok, skn, BOUNDS, EVEN_D, TMA)
         qk = tl.dot(q, _operand(k, UPCAST), input_precision=PREC, out_dtype=ACC)
-        if not FOLD:
-            qk = qk * qk_scale
-        if MASK_KIND == 1:
-            mp = mask_base + (n64 * smn)[None, :]
-            if BOUNDS:
-                keep = tl.load(mp, mask=m_ok[:, None] & n_ok[None, :], other=0)
-            else:
-                keep = tl.load(mp, mask=m_ok[:, None], other=0)
-            qk = tl.where(keep != 0, qk, float("-inf"))
-        elif MASK_KIND == 2:
-            mp = mask_base + (n64 * smn)[None, :]
-            if BOUNDS:
-                add = tl.load(mp, mask=m_ok[:, None] & n_ok[None, :], other=0.0)
-            else:
-                add = tl.load(mp, mask=m_ok[:, None], other=0.0)
-            qk = qk + _to_acc(add, ACC, UPCAST)
-        if BOUNDS:
-            if DIAG:
-                vis = n_ok[None, :] & (n[None, :] <= offs_m[:, None] + causal_off)
-            else:
-                vis = n_ok[None, :]
-            qk = tl.where(vis, qk, float("-inf"))
-        elif DIAG:
-            qk = tl.where(n[None, :] <= offs_m[:, None] + causal_off, qk, float("-inf"))
-        if FOLD:
-            m_new = maximum_fast(m_i, nan_max_fast(qk, 1) * qk_scale)
-        else:
-            m_new = maximum_fast(m_i, nan_max_fast(qk, 1))
-        # a row with no visible key so far keeps m = -inf: shift by 0 so exp gives 0, not NaN
-        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-        if FOLD:
-            x = qk * qk_scale - shift[:, None]  # one FFMA per score
-        else:
-            x = qk - shift[:, None]
-        if EXP2:  # ex2.approx: the fast path the module docstring accounts for
-            p = _exp2(x, FTZ)
-            alpha = tl.math.exp2(m_i - shift)
-        elif FTZ:  # natural units (an additive mask): e**x = 2**(x log2 e), as tl.exp lowers on the GPU
-            p = _exp2(x * 1.4426950408889634, FTZ)
-            alpha = tl.exp(m_i - shift)
-        else:
-            p = tl.exp(x)
-            alpha = tl.exp(m_i - shift)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        if TMA:
-            v = v_desc.load([start_n, 0])
-        else:
-            vp = v_base + (n64 * svn)[:, None]
-            if BOUNDS:
-                if EVEN_DV:
-                    v = tl.load(vp, mask=n_ok[:, None], other=0.0)
-                else:
-                    v = tl.load(vp, mask=n_ok[:, None] & dv_ok[None, :], other=0.0)
-            else:
-                if EVEN_DV:
-                    v = tl.load(vp)
-                else:
-                    v = tl.load(vp, mask=dv_ok[None, :], other=0.0)
-        acc = tl.dot(_round_p(p, IN_DT, UPCAST), _operand(v, UPCAST), acc, input_precision=PREC, out_dtype=ACC)
-        m_i = m_new
+        acc, l_i, m_i = _fold_tile(acc, l_i, m_i, qk, start_n, v_base, v_desc, mask_base, offs_m, offs_n, dv_ok, m_ok,
+                                   svn, smn, S, qk_scale, causal_off, BOUNDS, DIAG, MASK_KIND, EXP2, FOLD, FTZ, EVEN_DV,
+                                   UPCAST, IN_DT, PREC, ACC, TMA)
     return acc, l_i, m_i
 
 
@@ -391,17 +415,17 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
         # on every tile; EVEN_S (S a multiple of BLOCK_N, the host's promise) drops the bounds mask
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, hi, offs_m,
                                     offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, not EVEN_S,
-                                    CAUSAL, MASK_KIND, EXP2, FOLD, FTZ, True, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT,
-                                    PREC, ACC, TMA)
+                                    CAUSAL, MASK_KIND, EXP2, FOLD, FTZ, True, BLOCK_N, EVEN_D, EVEN_DV, UPCAST,
+                                    IN_DT, PREC, ACC, TMA)
     else:
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, full, offs_m,
                                     offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, False, False,
-                                    MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC,
-                                    ACC, TMA)
+                                    MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT,
+                                    PREC, ACC, TMA)
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, full, hi, offs_m,
                                     offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, True, CAUSAL,
-                                    MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC,
-                                    ACC, TMA)
+                                    MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT,
+                                    PREC, ACC, TMA)
     # a row that saw no key has l = 0 and acc = 0: written as 0 (PyTorch >= 2.5), never 0/0. One IEEE reciprocal
     # per row, then a product per element (FlashAttention's epilogue): within 1.5 ulp of acc / l.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
@@ -482,7 +506,8 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     table_ftz = bool(cfg.pop("FAST_EXP", True))
     table_fold = bool(cfg.pop("FOLD_SCALE", True))
     use_tma = (table_tma if tma is None else bool(tma)) and tma_ok(k, v)
-    key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index)
+    # a failure is remembered per kernel variant and settings, so one bad setting never disables the others
+    key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index, tuple(sorted(cfg.items())))
     if tma is None and key in _TMA_BROKEN:
         use_tma = False
     use_ws = table_ws and use_tma and mask_kind == 0 and tma_ok(q, q) and key not in _WS_BROKEN
@@ -506,7 +531,8 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
                 continue
             except Exception as e:  # noqa: BLE001 - compilation happens before anything is queued
                 warnings.warn(f"scaled_dot_product_attention: the warp-specialized kernel failed ({type(e).__name__}:"
-                              f" {str(e).splitlines()[0] if str(e) else ''}); using the plain kernel for {key}",
+                              f" {str(e).splitlines()[0] if str(e) else ''}); using the plain kernel for {key[:5]} "
+                              f"{dict(key[6])}",
                               RuntimeWarning, stacklevel=3)
                 _WS_BROKEN.add(key)
                 use_ws = False
@@ -518,7 +544,8 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
                 if tma is not None:
                     raise
                 warnings.warn(f"scaled_dot_product_attention: the tensor-descriptor kernel failed ({type(e).__name__}:"
-                              f" {str(e).splitlines()[0] if str(e) else ''}); using the pointer kernel for {key}",
+                              f" {str(e).splitlines()[0] if str(e) else ''}); using the pointer kernel for {key[:5]} "
+                              f"{dict(key[6])}",
                               RuntimeWarning, stacklevel=3)
                 _TMA_BROKEN.add(key)
                 use_tma = False
