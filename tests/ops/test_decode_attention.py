@@ -9,6 +9,8 @@ interpreter's table cuts the keys into several splits even for short caches, so 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -18,7 +20,7 @@ from nbxtensor.nn.attention import PagedKVCache
 from nbxtensor.ops import registry
 from nbxtensor.ops.attention import attention_tolerance, sdpa_oracle
 from nbxtensor.ops.decode_attention import decode_oracle, paged_decode_oracle, split_plan
-from nbxtensor.runtime.configs import launch_config
+from nbxtensor.runtime.configs import launch_config, override
 
 from attention_harness import QUICK, check_close, dev, draw, host
 
@@ -157,8 +159,154 @@ def test_split_plan():
     s, c = split_plan(4 * 8, 32768, cfg)
     assert c % 64 == 0 and s * c >= 32768 and (s - 1) * c < 32768 and s * 32 >= 1000
     assert split_plan(32 * 8, 4096, cfg)[0] <= 16
-    assert split_plan(8, 100, cfg) == (1, 128)
-    assert split_plan(8, 0, cfg) == (1, 64)
+    assert split_plan(8, 100, cfg) == (1, 256)  # one chunk of at least min_chunk keys
+    assert split_plan(8, 0, cfg) == (1, 256)
+    s, c = split_plan(1, 32768, {**cfg, "min_chunk": 100})  # min_chunk rounds up to BLOCK_N
+    assert c >= 128 and c % 64 == 0 and s <= 128
+    # programs_per_sm needs a CUDA device's SM count; elsewhere target_programs holds
+    assert split_plan(4, 32768, {**cfg, "programs_per_sm": 1}) == split_plan(4, 32768, cfg)
+
+
+def _kernels_run(device) -> bool:
+    """The Triton kernels run on ``device``: a GPU, or the cpu device under the interpreter tier."""
+    from nbxtensor.runtime.launcher import interpreting
+    return device != "cpu" or interpreting()
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The (kernel name, grid, meta) of every launch decode_attention makes, the kernels still running."""
+    from nbxtensor.ops import decode_attention as D
+    got = []
+    real = D.launch
+
+    def spy(kernel, grid, *args, **meta):
+        got.append((kernel.__name__, grid, meta))
+        return real(kernel, grid, *args, **meta)
+    monkeypatch.setattr(D, "launch", spy)
+    return got
+
+
+# Many splits for short caches: the combine loops over its splits two at a time and writes 16 columns per program.
+MANY_SPLITS = dict(BLOCK_N=16, target_programs=4096, max_splits=8, min_chunk=16, BLOCK_S=2, combine_dv=16)
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
+def test_short_sequences_spread_over_splits(paged, device, launches):
+    """Lengths 0..capacity under many splits: each sequence's chunk is cut from its own length on the device, the
+    combine reads only the splits holding keys (in BLOCK_S steps, over column blocks of a value dim != E)."""
+    dt = T.bfloat16
+    rng = np.random.default_rng(71 + paged)
+    B, Hq, hkv, E, EV, cap = 4, 8, 2, 64, 48, 70
+    lens = np.array([0, 1, 17, cap], np.int32)  # 0, 1, 2 and 5 of the 5 splits hold keys
+    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, EV), dt)
+    with override("decode_attention", **MANY_SPLITS):
+        if paged:
+            kp, vp, bt = _paged_from(k, v, 16, rng)
+            out = F.paged_decode_attention(dev(q, device), dev(kp, device), dev(vp, device), dev(bt, device),
+                                           dev(lens, device))
+        else:
+            out = F.decode_attention(dev(q, device), dev(k, device), dev(v, device), dev(lens, device))
+    _check(out, decode_oracle(q, k, v, lens), _mag(q, k, v, lens), dt, E, f"many splits paged={paged}")
+    assert np.all(host(out)[0] == 0), "an empty sequence gives 0"
+    if _kernels_run(device):
+        (split, grid, meta), (comb, cgrid, cmeta) = launches
+        assert split == "_decode_split_kernel" and grid == (B * hkv, 5) and not meta["DIRECT"]
+        assert comb == "_decode_combine_kernel" and cgrid == (B * Hq, 3) and cmeta["BLOCK_S"] == 2
+
+
+@pytest.mark.parametrize("settings", [dict(min_block_h=64), dict(BLOCK_N=32, split_rule="waves", target_programs=6),
+                                      dict(split_rule="waves", target_programs=3, min_wave_efficiency=1.0)],
+                         ids=["rows64", "waves6", "waves3"])
+def test_table_knobs(settings, device):
+    """The table's tuning knobs the GPU sweep tries (64 query rows per program, the wave-based split count) keep
+    the result within the declared tolerance of the oracle."""
+    dt = T.bfloat16
+    rng = np.random.default_rng(13)
+    B, Hq, hkv, E, cap = 3, 8, 2, 64, 90
+    lens = np.array([90, 33, 0], np.int32)
+    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, E), dt)
+    with override("decode_attention", **settings):
+        out = F.decode_attention(dev(q, device), dev(k, device), dev(v, device), dev(lens, device))
+    _check(out, decode_oracle(q, k, v, lens), _mag(q, k, v, lens), dt, E, f"knobs {settings}")
+
+
+def test_wave_split_rule():
+    """split_rule "waves": the fewest splits whose last wave is nearly full (FlashAttention-2's heuristic)."""
+    cfg = {"BLOCK_N": 64, "target_programs": 396, "max_splits": 128, "min_chunk": 128, "split_rule": "waves"}
+    s, c = split_plan(4, 32768, cfg)  # 86 splits (one wave 0.87 full) is the best; 74 is within 0.85 of it
+    w = 4 * s / 396
+    assert s == 74 and w / math.ceil(w) >= 0.85 * (4 * 86 / 396) and c % 64 == 0 and s * c >= 32768
+    s, _ = split_plan(256, 4096, cfg)  # 256 programs fill 0.65 of a wave; 3 splits fill 1.94 waves
+    assert s == 3
+    assert split_plan(1024, 4096, cfg)[0] == 1  # 2.6 waves already: no split
+
+
+def test_lengths_beyond_max_seqlen_are_attended(device):
+    """``max_seqlen`` only sizes the split count: a longer sequence is still attended in full."""
+    dt = T.float32
+    rng = np.random.default_rng(9)
+    cap = 40
+    lens = np.array([40, 23], np.int32)
+    q, k, v = draw(rng, (2, 4, 32), dt), draw(rng, (2, 2, cap, 32), dt), draw(rng, (2, 2, cap, 32), dt)
+    with override("decode_attention", **MANY_SPLITS):
+        out = F.decode_attention(dev(q, device), dev(k, device), dev(v, device), dev(lens, device), max_seqlen=20)
+    _check(out, decode_oracle(q, k, v, lens), _mag(q, k, v, lens), dt, 32, "lengths past max_seqlen")
+
+
+@pytest.mark.parametrize("E", [64, 80])
+def test_tensor_descriptor_path(E, device, launches):
+    """Keys and values through tensor descriptors (Hopper's bulk copies; rows past the length zero-filled) with
+    several splits and a tail tile; runs under the interpreter and on GPUs of compute capability >= 9."""
+    if device == "cpu":
+        from nbxtensor.runtime.launcher import interpreting
+        if not interpreting():
+            pytest.skip("tensor descriptors run under the interpreter or on sm90+")
+    elif nbx.cuda.get_device_capability(nbx.device(device).index or 0)[0] < 9:
+        pytest.skip("tensor descriptors need sm90+")
+    from nbxtensor.ops.decode_attention import launch_decode
+    dt = T.bfloat16
+    rng = np.random.default_rng(E)
+    B, Hq, hkv, cap = 3, 8, 1, 3 * 16 + 5
+    lens = np.array([0, 21, cap], np.int32)
+    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, E), dt)
+    out = nbx.empty(B, Hq, E, dtype=dt, device=device)
+    with override("decode_attention", **MANY_SPLITS):
+        launch_decode(dev(q, device), dev(k, device), dev(v, device), dev(lens, device), out,
+                      scale=1 / np.sqrt(E), paged=False, tma=True)
+    assert launches[0][2]["TMA"], "the descriptor kernel ran"
+    _check(out, decode_oracle(q, k, v, lens), _mag(q, k, v, lens), dt, E, f"tma E={E}")
+
+
+def test_plans_follow_overrides_and_4d_rows(device, launches):
+    """The cached launch plan follows configs.override (one split: no combine launch), and [B, Hq, 1, E] rows go
+    to the kernels as they are, giving the bits of the [B, Hq, E] form."""
+    if not _kernels_run(device):
+        pytest.skip("the Triton kernels run on a GPU or under the interpreter")
+    from nbxtensor.ops.decode_attention import launch_decode
+    dt = T.bfloat16
+    rng = np.random.default_rng(5)
+    B, Hq, hkv, E, cap = 2, 4, 2, 32, 40
+    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, E), dt)
+    tq, tk, tv = dev(q, device), dev(k, device), dev(v, device)
+
+    def run(q4):
+        o = nbx.empty(B, Hq, 1, E, dtype=dt, device=device) if q4 else nbx.empty(B, Hq, E, dtype=dt, device=device)
+        launch_decode(tq.unsqueeze(2) if q4 else tq, tk, tv, None, o, scale=0.125, paged=False)
+        return o.cpu().numpy().reshape(B, Hq, E)
+
+    with override("decode_attention", **MANY_SPLITS):
+        many = run(False)
+        assert len(launches) == 2
+        assert run(True).tobytes() == many.tobytes()
+    with override("decode_attention", max_splits=1):
+        one = run(False)
+        assert launches[-1][0] == "_decode_split_kernel" and launches[-1][2]["DIRECT"]
+    ref = decode_oracle(q, k, v, None, 0.125)
+    mag = decode_oracle(q, k, np.abs(v), None, 0.125)
+    for got, what in ((many, "many splits"), (one, "one split")):
+        check_close(got.astype(np.float64) if got.dtype != np.float64 else got, ref, attention_tolerance(dt, E).rtol,
+                    attention_tolerance(dt, E).atol, mag, what=what)
 
 
 def test_full_cache_without_lengths_and_4d_query(device):

@@ -17,13 +17,21 @@ Caches:
 
 **Kernels.** Split-KV ("flash-decoding", Dao et al. 2023): the keys of each (sequence, kv head) are cut into
 ``splits`` chunks so that ``B * Hkv * splits`` programs fill the GPU; each program loads every key/value row of
-its chunk once and serves all ``G`` query heads of its kv head (``tl.dot`` of ``[BLOCK_H, E] x [E, BLOCK_N]``,
-``BLOCK_H = max(16, G)`` rows) with the online softmax in base 2, and writes its partial ``(m, l, acc)`` in
-float32. A second kernel combines the partials of each (sequence, head) in a fixed order (a loop over the
-splits in index order, fixed reduction trees): no atomics, so the same inputs give byte-identical outputs, and a
+its chunk once, in tiles of ``BLOCK_N`` keys (full tiles unmasked, one masked tail), and serves all ``G`` query
+heads of its kv head (``tl.dot`` of ``[BLOCK_H, E] x [E, BLOCK_N]``, ``BLOCK_H = max(16, G)`` rows) with the
+online softmax in base 2, and writes its partial ``(m, l, acc)`` in float32 to one workspace. A second kernel
+combines the partials of each (sequence, head, block of output columns) in a fixed order (a loop over the splits
+in index order, fixed reduction trees): no atomics, so the same inputs give byte-identical outputs, and a
 replayed decode step is reproducible. One split skips the combine (the split kernel writes the output).
-The number of splits comes from the arch's table (``target_programs``, ``min_chunk``, ``max_splits``) and the
-cache's capacity (or ``max_seqlen`` when given).
+
+The number of splits comes from the arch's table (``target_programs``, or ``programs_per_sm`` times the SM
+count; ``min_chunk``, ``max_splits``) and the cache's capacity (or ``max_seqlen`` when given). Each sequence's
+chunk is recomputed on the device from its own length (``ceil(n_b / splits)`` rounded up to ``BLOCK_N``, at least
+``min_chunk``), so a short sequence in a long cache still spreads over the splits, the combine reads only the
+splits that hold keys, and a length beyond ``max_seqlen`` is still attended in full. On Hopper the table's
+``"TMA"`` loads a contiguous 16-bit cache through tensor descriptors. Everything the host derives from shapes,
+strides and the table is planned once per launch key and cached, so a call costs one workspace allocation and
+two launches.
 
 ``cache_seqlens`` and ``block_table`` are device data: the kernels never read or write outside the caches (a
 length is clamped to the capacity, a page id outside ``[0, num_blocks)`` is skipped), but checking them would
@@ -45,16 +53,17 @@ from .._errors import check
 from ..device import device as _device
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
+from ..runtime import configs as _cfgmod
 from ..runtime.configs import launch_config
 from ..runtime.launcher import launch
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from . import registry
-from .attention import FLOATS, LOG2E, _operand, _pow2, _round_p, _softmax_rows, kernel_dtypes
+from .attention import FLOATS, LOG2E, _operand, _pow2, _round_p, _softmax_rows, kernel_dtypes, tma_ok
 from .registry import Cost, OpRecord, register
 from .triton_helpers import convert, div_rn, maximum_fast, nan_max_fast, rcp_rn
 
-__all__ = ["launch_decode", "launch_append", "decode_oracle", "paged_decode_oracle", "gather_pages", "PagedKVCache",
+__all__ = ["launch_decode", "launch_plan", "launch_append", "decode_oracle", "paged_decode_oracle", "gather_pages", "PagedKVCache",
            "split_plan"]
 
 INDEX_DTYPES = frozenset({T.int32, T.int64})
@@ -64,28 +73,119 @@ INDEX_DTYPES = frozenset({T.int32, T.int64})
 # Kernels
 # ---------------------------------------------------------------------------------------------------------
 @jit
-def _decode_split_kernel(Q, K, V, LENS, BT, MP, LP, OP, O,
-                         sqb, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd, sbt,
-                         smb, smh, sob, soh, sos, syb, syh, syd,
-                         Hkv, GROUP, HBLK, E, EV, cap, num_pages, chunk, qk_scale,
+def _decode_tiles(acc, l_i, m_i, q, k_head, v_head, k_desc, v_desc, bt_row, lo, hi, offs_n, d_ok, dv_ok,
+                  sks, svs, skb, svb, num_pages, qk_scale,
+                  BOUNDS: tl.constexpr, PAGED: tl.constexpr, PAGE: tl.constexpr, TMA: tl.constexpr,
+                  BLOCK_N: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
+                  IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr):
+    """Fold the key tiles ``[lo, hi)`` (``BLOCK_N`` keys each) into ``(acc, l_i, m_i)``.
+
+    ``BOUNDS``: the tiles may pass ``hi`` (the one tail tile of a split): keys ``>= hi`` are masked. Without it
+    (and not ``PAGED``) the loads carry no key mask at all, the common case of every full tile. ``PAGED``: each
+    key's page comes from the sequence's block-table row ``bt_row``; a page id outside ``[0, num_pages)`` is
+    skipped (masked), never read. ``TMA``: contiguous caches through tensor descriptors of the sequence's
+    ``[n_b, E]`` rows (rows past ``n_b`` and columns past ``E`` arrive as zeros)."""
+    for start_n in range(lo, hi, BLOCK_N):
+        n = start_n + offs_n
+        if BOUNDS:
+            n_ok = n < hi
+        if PAGED:
+            if BOUNDS:
+                page = tl.load(bt_row + n // PAGE, mask=n_ok, other=-1)
+                n_ok = n_ok & (page >= 0) & (page < num_pages)
+            else:
+                page = tl.load(bt_row + n // PAGE)
+                n_ok = (page >= 0) & (page < num_pages)
+            page = tl.where(n_ok, page, 0).to(tl.int64)
+            slot = (n % PAGE).to(tl.int64)
+            krow = page * skb + slot * sks
+            vrow = page * svb + slot * svs
+        else:
+            krow = n.to(tl.int64) * sks
+            vrow = n.to(tl.int64) * svs
+        if TMA:
+            k = k_desc.load([start_n, 0]).T
+        elif BOUNDS or PAGED:
+            if EVEN_D:
+                k = tl.load(k_head + krow[None, :], mask=n_ok[None, :], other=0.0)
+            else:
+                k = tl.load(k_head + krow[None, :], mask=d_ok[:, None] & n_ok[None, :], other=0.0)
+        else:
+            if EVEN_D:
+                k = tl.load(k_head + krow[None, :])
+            else:
+                k = tl.load(k_head + krow[None, :], mask=d_ok[:, None], other=0.0)
+        s = tl.dot(q, _operand(k, UPCAST), input_precision=PREC, out_dtype=ACC) * qk_scale
+        if BOUNDS or PAGED:
+            s = tl.where(n_ok[None, :], s, float("-inf"))
+        m_new = maximum_fast(m_i, nan_max_fast(s, 1))  # NaN propagates (attention.py's float semantics)
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - shift[:, None])  # ex2.approx: attention.py's deliberate fast path
+        alpha = tl.math.exp2(m_i - shift)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if TMA:
+            v = v_desc.load([start_n, 0])
+        elif BOUNDS or PAGED:
+            if EVEN_DV:
+                v = tl.load(v_head + vrow[:, None], mask=n_ok[:, None], other=0.0)
+            else:
+                v = tl.load(v_head + vrow[:, None], mask=n_ok[:, None] & dv_ok[None, :], other=0.0)
+        else:
+            if EVEN_DV:
+                v = tl.load(v_head + vrow[:, None])
+            else:
+                v = tl.load(v_head + vrow[:, None], mask=dv_ok[None, :], other=0.0)
+        acc = tl.dot(_round_p(p, IN_DT, UPCAST), _operand(v, UPCAST), acc, input_precision=PREC, out_dtype=ACC)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@jit
+def _chunk_of(n_b, NS, min_chunk, BLOCK_N: tl.constexpr):
+    """Keys per split of a sequence of ``n_b`` keys cut into at most ``NS`` splits: ``ceil(n_b / NS)`` rounded
+    up to a multiple of ``BLOCK_N``, at least ``min_chunk`` (a multiple of ``BLOCK_N``). The split kernel and
+    the combine kernel both derive it from the same length, so they agree on which splits hold keys."""
+    return tl.maximum(min_chunk, tl.cdiv(tl.cdiv(n_b, NS), BLOCK_N) * BLOCK_N)
+
+
+@jit
+def _seq_len(LENS, b, cap, HAS_LENS: tl.constexpr):
+    if HAS_LENS:
+        n_b = tl.load(LENS + b).to(tl.int32)
+        n_b = tl.minimum(tl.maximum(n_b, 0), cap)  # memory safety; validate=True reports such lengths
+    else:
+        n_b = cap
+    return n_b
+
+
+@jit
+def _decode_split_kernel(Q, K, V, LENS, BT, WS, O,
+                         sqb, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd, sbt, syb, syh, syd,
+                         Hq, Hkv, GROUP, HBLK, E, EV, cap, num_pages, NS, min_chunk, moff, loff, qk_scale,
                          HAS_LENS: tl.constexpr, PAGED: tl.constexpr, PAGE: tl.constexpr, DIRECT: tl.constexpr,
-                         BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                         TMA: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                          BLOCK_DV: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
                          IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr):
-    """Partial attention of one split of the keys of one (sequence, kv head, block of its query heads)."""
+    """Partial attention of one split of the keys of one (sequence, kv head, block of its query heads).
+
+    Grid ``(B * Hkv * HBLK, NS)``. The split's keys are ``[split * chunk, min((split + 1) * chunk, n_b))`` with
+    ``chunk = _chunk_of(n_b, NS, min_chunk)``: every sequence's keys are spread over the splits, whatever its
+    length. Full tiles run unmasked, then at most one tail tile masked. ``DIRECT`` (one split): the output is
+    written here; else the partial ``(m, l, acc)`` of each query head goes to the workspace ``WS`` (float32):
+    ``acc`` at ``((b * Hq + h) * NS + split) * EV``, ``m`` at ``moff + (b * Hq + h) * NS + split``, ``l`` at
+    ``loff + ...``; a split with no key writes nothing (the combine reads only the splits that hold keys)."""
     pid = tl.program_id(0)
     split = tl.program_id(1)
     hb = pid % HBLK
     bk = pid // HBLK
     b = (bk // Hkv).to(tl.int64)
     kh = (bk % Hkv).to(tl.int64)
-    if HAS_LENS:
-        n_b = tl.load(LENS + b).to(tl.int32)
-        n_b = tl.minimum(tl.maximum(n_b, 0), cap)  # memory safety; validate=True reports such lengths
-    else:
-        n_b = cap
+    n_b = _seq_len(LENS, b, cap, HAS_LENS)
+    chunk = _chunk_of(n_b, NS, min_chunk, BLOCK_N)
     lo = split * chunk
-    hi = tl.minimum(lo + chunk, n_b)
+    hi = tl.maximum(tl.minimum(lo + chunk, n_b), lo)
+    full = lo + ((hi - lo) // BLOCK_N) * BLOCK_N
 
     offs_g = hb * BLOCK_H + tl.arange(0, BLOCK_H)
     g_ok = offs_g < GROUP
@@ -99,89 +199,83 @@ def _decode_split_kernel(Q, K, V, LENS, BT, MP, LP, OP, O,
     q = tl.load(Q + b * sqb + h[:, None] * sqh + offs_d[None, :].to(tl.int64) * sqd,
                 mask=g_ok[:, None] & d_ok[None, :], other=0.0)
     q = _operand(q, UPCAST)
-    k_head = K + kh * skh + offs_d[:, None].to(tl.int64) * skd
-    v_head = V + kh * svh + offs_dv[None, :].to(tl.int64) * svd
+    if PAGED:
+        k_head = K + kh * skh + offs_d[:, None].to(tl.int64) * skd
+        v_head = V + kh * svh + offs_dv[None, :].to(tl.int64) * svd
+    else:
+        k_head = K + b * skb + kh * skh + offs_d[:, None].to(tl.int64) * skd
+        v_head = V + b * svb + kh * svh + offs_dv[None, :].to(tl.int64) * svd
+    bt_row = BT + b * sbt
+    if TMA:  # the host checked the descriptor rules (16-byte aligned bases and row strides, unit head-dim stride)
+        rows = tl.maximum(n_b, 1)  # a descriptor's dims are >= 1; an empty sequence loads nothing
+        k_desc = tl.make_tensor_descriptor(K + b * skb + kh * skh, shape=[rows, E], strides=[sks, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V + b * svb + kh * svh, shape=[rows, EV], strides=[svs, 1],
+                                           block_shape=[BLOCK_N, BLOCK_DV])
+    else:
+        k_desc = k_head
+        v_desc = v_head
 
     m_i = tl.full([BLOCK_H], float("-inf"), ACC)
     l_i = tl.zeros([BLOCK_H], ACC)
     acc = tl.zeros([BLOCK_H, BLOCK_DV], ACC)
-    for start_n in range(lo, hi, BLOCK_N):
-        n = start_n + offs_n
-        n_ok = n < hi
-        if PAGED:
-            page = tl.load(BT + b * sbt + n // PAGE, mask=n_ok, other=0)
-            n_ok = n_ok & (page >= 0) & (page < num_pages)
-            page = tl.where(n_ok, page, 0).to(tl.int64)
-            krow = page * skb + (n % PAGE).to(tl.int64) * sks
-            vrow = page * svb + (n % PAGE).to(tl.int64) * svs
-        else:
-            krow = b * skb + n.to(tl.int64) * sks
-            vrow = b * svb + n.to(tl.int64) * svs
-        if EVEN_D:
-            k = tl.load(k_head + krow[None, :], mask=n_ok[None, :], other=0.0)
-        else:
-            k = tl.load(k_head + krow[None, :], mask=d_ok[:, None] & n_ok[None, :], other=0.0)
-        s = tl.dot(q, _operand(k, UPCAST), input_precision=PREC, out_dtype=ACC) * qk_scale
-        s = tl.where(n_ok[None, :], s, float("-inf"))
-        m_new = maximum_fast(m_i, nan_max_fast(s, 1))  # NaN propagates (attention.py's float semantics)
-        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - shift[:, None])  # ex2.approx: attention.py's deliberate fast path
-        alpha = tl.math.exp2(m_i - shift)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        if EVEN_DV:
-            v = tl.load(v_head + vrow[:, None], mask=n_ok[:, None], other=0.0)
-        else:
-            v = tl.load(v_head + vrow[:, None], mask=n_ok[:, None] & dv_ok[None, :], other=0.0)
-        acc = tl.dot(_round_p(p, IN_DT, UPCAST), _operand(v, UPCAST), acc, input_precision=PREC, out_dtype=ACC)
-        m_i = m_new
+    acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_head, v_head, k_desc, v_desc, bt_row, lo, full, offs_n, d_ok,
+                                  dv_ok, sks, svs, skb, svb, num_pages, qk_scale, False, PAGED, PAGE, TMA, BLOCK_N,
+                                  EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC)
+    acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_head, v_head, k_desc, v_desc, bt_row, full, hi, offs_n, d_ok,
+                                  dv_ok, sks, svs, skb, svb, num_pages, qk_scale, True, PAGED, PAGE, TMA, BLOCK_N,
+                                  EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC)
     if DIRECT:
         l_safe = tl.where(l_i == 0.0, 1.0, l_i)
         out = acc * rcp_rn(l_safe)[:, None]  # one IEEE reciprocal per row, as attention.py's epilogue
         tl.store(O + b * syb + h[:, None] * syh + offs_dv[None, :].to(tl.int64) * syd,
                  convert(out, O.dtype.element_ty), mask=g_ok[:, None] & dv_ok[None, :])
     else:
-        split64 = split.to(tl.int64)
-        tl.store(MP + b * smb + h * smh + split64, m_i, mask=g_ok)
-        tl.store(LP + b * smb + h * smh + split64, l_i, mask=g_ok)
-        tl.store(OP + b * sob + h[:, None] * soh + split64 * sos + offs_dv[None, :], acc,
-                 mask=g_ok[:, None] & dv_ok[None, :])
+        row = (b * Hq + h) * NS + split
+        live = g_ok & (lo < n_b)
+        tl.store(WS + moff + row, m_i, mask=live)
+        tl.store(WS + loff + row, l_i, mask=live)
+        tl.store(WS + row[:, None] * EV + offs_dv[None, :], acc, mask=live[:, None] & dv_ok[None, :])
 
 
 @jit
-def _decode_combine_kernel(MP, LP, OP, O, SPLITS, Hq, EV, smb, smh, sob, soh, sos, syb, syh, syd,
-                           BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr, ACC: tl.constexpr):
-    """Combine the partials of one (sequence, head) in split order: ``out = sum_s w_s acc_s / sum_s w_s l_s``
-    with ``w_s = exp2(m_s - max_s m_s)`` (empty splits have ``m = -inf``, ``w = 0``)."""
-    pid = tl.program_id(0)
-    b = (pid // Hq).to(tl.int64)
-    h = (pid % Hq).to(tl.int64)
+def _decode_combine_kernel(WS, O, LENS, NS, Hq, EV, cap, min_chunk, moff, loff, syb, syh, syd,
+                           HAS_LENS: tl.constexpr, SPLIT_N: tl.constexpr, BLOCK_S: tl.constexpr,
+                           BLOCK_DV: tl.constexpr, ACC: tl.constexpr):
+    """Combine the partials of one (sequence, head) and ``BLOCK_DV`` output columns (grid ``(B * Hq,
+    cdiv(Ev, BLOCK_DV))``) in split order: ``out = sum_s w_s acc_s / sum_s w_s l_s`` with ``w_s = exp2(m_s -
+    max_s m_s)``, over the splits that hold keys (``SPLIT_N``: the split kernel's ``BLOCK_N``, for
+    :func:`_chunk_of`). A fixed loop order and fixed reduction trees: the same inputs give the same bits."""
+    bh = tl.program_id(0).to(tl.int64)
+    b = bh // Hq
+    h = bh % Hq
+    n_b = _seq_len(LENS, b, cap, HAS_LENS)
+    active = tl.cdiv(n_b, _chunk_of(n_b, NS, min_chunk, SPLIT_N))
     offs_s = tl.arange(0, BLOCK_S)
-    offs_dv = tl.arange(0, BLOCK_DV)
+    offs_dv = tl.program_id(1) * BLOCK_DV + tl.arange(0, BLOCK_DV)
     dv_ok = offs_dv < EV
-    mbase = MP + b * smb + h * smh
-    lbase = LP + b * smb + h * smh
-    obase = OP + b * sob + h * soh
+    mbase = WS + moff + bh * NS
+    lbase = WS + loff + bh * NS
+    obase = WS + bh * NS * EV
     mmax = tl.full([BLOCK_S], float("-inf"), ACC)
-    for s0 in range(0, SPLITS, BLOCK_S):
+    for s0 in range(0, active, BLOCK_S):
         s = s0 + offs_s
-        mmax = maximum_fast(mmax, tl.load(mbase + s, mask=s < SPLITS, other=float("-inf")))
+        mmax = maximum_fast(mmax, tl.load(mbase + s, mask=s < active, other=float("-inf")))
     mx = nan_max_fast(mmax, 0)
     shift = tl.where(mx == float("-inf"), 0.0, mx)
     lsum = tl.zeros([BLOCK_S], ACC)
     acc = tl.zeros([BLOCK_DV], ACC)
-    for s0 in range(0, SPLITS, BLOCK_S):
+    for s0 in range(0, active, BLOCK_S):
         s = s0 + offs_s
-        s_ok = s < SPLITS
+        s_ok = s < active
         w = tl.math.exp2(tl.load(mbase + s, mask=s_ok, other=float("-inf")) - shift)
         lsum += w * tl.load(lbase + s, mask=s_ok, other=0.0)
-        o = tl.load(obase + s[:, None].to(tl.int64) * sos + offs_dv[None, :], mask=s_ok[:, None] & dv_ok[None, :],
+        o = tl.load(obase + s[:, None].to(tl.int64) * EV + offs_dv[None, :], mask=s_ok[:, None] & dv_ok[None, :],
                     other=0.0)
         acc += tl.sum(w[:, None] * o, 0)
     total = tl.sum(lsum, 0)
     out = div_rn(acc, tl.where(total == 0.0, 1.0, total))  # IEEE (Triton's float32 / is div.full.f32)
     tl.store(O + b * syb + h * syh + offs_dv.to(tl.int64) * syd, convert(out, O.dtype.element_ty), mask=dv_ok)
-
 
 @jit
 def _kv_append_kernel(KN, VN, KC, VC, LENS, BT, ERR,
@@ -227,67 +321,180 @@ def _kv_append_kernel(KN, VN, KC, VC, LENS, BT, ERR,
 # ---------------------------------------------------------------------------------------------------------
 # Host launchers
 # ---------------------------------------------------------------------------------------------------------
-def split_plan(batch_heads: int, span: int, cfg: dict) -> tuple[int, int]:
+def _target_programs(cfg: dict, dev) -> int:
+    """Programs the split kernel aims for: ``programs_per_sm`` times the device's SM count when the table gives
+    it (CUDA devices), else the table's ``target_programs``."""
+    pps = cfg.get("programs_per_sm")
+    if pps is not None and dev is not None and dev.type == "cuda":
+        from .. import cuda
+        return int(pps) * int(cuda.get_device_properties(dev.index or 0).multi_processor_count)
+    return int(cfg["target_programs"])
+
+
+def split_plan(batch_heads: int, span: int, cfg: dict, dev=None) -> tuple[int, int]:
     """``(splits, chunk)``: how many key chunks each (sequence, kv head, head block) is cut into and how many
-    keys each chunk holds (a multiple of ``BLOCK_N``), so that ``batch_heads * splits`` approaches the arch's
-    ``target_programs`` while every chunk keeps at least ``min_chunk`` keys and ``splits <= max_splits``."""
+    keys a chunk of a sequence of ``span`` keys holds (a multiple of ``BLOCK_N``, at least ``min_chunk``, with
+    ``splits <= max_splits``). The kernels recompute each sequence's chunk from its own length (``_chunk_of``),
+    so shorter sequences spread over the same splits.
+
+    The table's ``split_rule`` picks the count, with ``P`` the arch's target programs (:func:`_target_programs`):
+
+    - ``"target"`` (default): ``batch_heads * splits`` approaches ``P``;
+    - ``"waves"``: ``P`` is the number of programs the GPU runs at once (SMs times resident programs per SM);
+      the fewest splits whose wave efficiency ``w / ceil(w)`` (``w = batch_heads * splits / P`` waves) is within
+      ``min_wave_efficiency`` (default 0.85) of the best over all allowed counts (FlashAttention-2's
+      ``num_splits_heuristic``), so the last wave is not left mostly idle."""
     bn = cfg["BLOCK_N"]
+    mc = _min_chunk(cfg)
     if span <= 0:
-        return 1, bn
-    want = -(-cfg["target_programs"] // max(1, batch_heads))
-    splits = max(1, min(cfg["max_splits"], want, -(-span // cfg["min_chunk"])))
-    chunk = -(-(-(-span // splits)) // bn) * bn
-    return -(-span // chunk), chunk
+        return 1, mc
+    target = _target_programs(cfg, dev)
+    smax = max(1, min(cfg["max_splits"], -(-span // mc)))
+
+    def cut(s):
+        chunk = max(mc, -(-(-(-span // s)) // bn) * bn)
+        return -(-span // chunk), chunk
+
+    if cfg.get("split_rule", "target") == "waves":
+        eff = {}
+        for s in range(1, smax + 1):
+            n, chunk = cut(s)
+            if n not in eff:
+                w = max(1, batch_heads) * n / max(1, target)
+                eff[n] = (w / math.ceil(w), chunk)
+        best = max(e for e, _ in eff.values())
+        floor = float(cfg.get("min_wave_efficiency", 0.85)) * best
+        n = min(n for n, (e, _) in eff.items() if e >= floor)
+        return n, eff[n][1]
+    want = -(-target // max(1, batch_heads))
+    return cut(max(1, min(smax, want)))
 
 
-def launch_decode(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor, *, scale: float, paged: bool,
-                  block_table: Tensor | None = None, max_seqlen: int | None = None) -> None:
-    """Launch decode attention: ``q [B, Hq, E]`` into ``out [B, Hq, Ev]``; ``k``/``v`` a contiguous cache
-    ``[B, Hkv, cap, E]`` or (``paged``) pages ``[num_blocks, block_size, Hkv, E]`` with ``block_table``;
-    ``lens [B]`` (int32/int64) or None (every sequence fills the cache)."""
-    B, Hq, E = q.shape
+def _min_chunk(cfg: dict) -> int:
+    bn = cfg["BLOCK_N"]
+    return max(bn, -(-int(cfg["min_chunk"]) // bn) * bn)
+
+
+def _rows(t: Tensor) -> tuple[int, int, int]:
+    """Strides (batch, head, feature) of a ``[B, H, D]`` or ``[B, H, 1, D]`` tensor."""
+    st = t._stride
+    return (st[0], st[1], st[3]) if len(st) == 4 else st
+
+
+class _Plan:
+    """Everything :func:`launch_decode` derives from shapes, strides and the config table, computed once per
+    launch key (the per-call host work is then two launches and one workspace allocation)."""
+
+    __slots__ = ("grid", "sargs", "meta", "meta_ptr", "cgrid", "cargs", "cmeta", "ws", "acc_dt", "direct", "tma")
+
+
+_PLANS: dict = {}
+_MAX_PLANS = 512
+
+
+def _config_state():
+    """What :func:`launch_config`'s answer depends on besides the key: the arch lookup (tests swap it for an
+    arch table) and any :func:`nbxtensor.runtime.configs.override` in force (sweeps)."""
+    ovr = _cfgmod._OVERRIDES.get("decode_attention")
+    return _cfgmod.arch_of, None if ovr is None else tuple(sorted(ovr.items()))
+
+
+def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor, paged: bool,
+               block_table: Tensor | None, max_seqlen: int | None, tma: bool | None) -> _Plan:
+    B, Hq, E = q.shape[0], q.shape[1], q.shape[-1]
     EV = v.shape[-1]
     if paged:
         num_pages, page, hkv = k.shape[0], k.shape[1], k.shape[2]
         cap = block_table.shape[1] * page
         ks = (k.stride(0), k.stride(1), k.stride(2), k.stride(3))
         vs = (v.stride(0), v.stride(1), v.stride(2), v.stride(3))
-        bt, sbt = block_table, block_table.stride(0)
+        sbt = block_table.stride(0)
     else:
         hkv, cap = k.shape[1], k.shape[2]
         num_pages, page = 0, 1
         ks = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))
         vs = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
-        bt, sbt = q, 0  # unused pointer
+        sbt = 0
     group = Hq // hkv
     bd, bdv = _pow2(E), _pow2(EV)
     span = cap if max_seqlen is None else max(0, min(cap, int(max_seqlen)))
-    cfg = launch_config("decode_attention", q.device, dtypes=(q.dtype,), head_dim=max(bd, bdv), ctx=max(span, 1))
-    block_h = min(_pow2(group), cfg.pop("max_block_h"))
+    dev = q.device
+    cfg = launch_config("decode_attention", dev, dtypes=(q.dtype,), head_dim=max(bd, bdv), ctx=max(span, 1))
+    # query rows per program: the kv head's G query heads padded to 16 (mma.sync's M), or to min_block_h (64:
+    # Hopper's wgmma, whose warps split the rows, so the softmax needs no reduction across warps)
+    block_h = min(max(_pow2(group), int(cfg.get("min_block_h", 16))), max(cfg["max_block_h"], 16))
     hblk = -(-group // block_h)
-    splits, chunk = split_plan(B * hkv * hblk, span, cfg)
-    combine = {"BLOCK_S": cfg.pop("BLOCK_S"), "num_warps": cfg.pop("combine_warps")}
-    for key in ("target_programs", "max_splits", "min_chunk"):
-        cfg.pop(key)
+    splits, _ = split_plan(B * hkv * hblk, span, cfg, dev)
+    mc = _min_chunk(cfg)
     dk = kernel_dtypes(q.dtype)
-    acc_dt = T.float64 if q.dtype is T.float64 else T.float32
-    direct = splits == 1
-    if direct:
-        mp = lp = op = out  # unused
-        pstr = (0, 0, 0, 0, 0)
-    else:
-        mp = new_empty((B, Hq, splits), acc_dt, q.device)
-        lp = new_empty((B, Hq, splits), acc_dt, q.device)
-        op = new_empty((B, Hq, splits, EV), acc_dt, q.device)
-        pstr = (mp.stride(0), mp.stride(1), op.stride(0), op.stride(1), op.stride(2))
-    ln = lens if lens is not None else q
-    launch(_decode_split_kernel, (B * hkv * hblk, splits), q, k, v, ln, bt, mp, lp, op, out,
-           *q.stride(), *ks, *vs, sbt, *pstr, *out.stride(), hkv, group, hblk, E, EV, cap, num_pages, chunk,
-           float(scale * LOG2E), HAS_LENS=lens is not None, PAGED=paged, PAGE=page, DIRECT=direct, BLOCK_H=block_h,
-           BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **dk, **cfg)
-    if not direct:
-        launch(_decode_combine_kernel, (B * Hq,), mp, lp, op, out, splits, Hq, EV, *pstr, *out.stride(),
-               BLOCK_DV=bdv, ACC=dk["ACC"], **combine)
+    p = _Plan()
+    p.acc_dt = T.float64 if q.dtype is T.float64 else T.float32
+    p.direct = splits == 1
+    p.ws = B * Hq * splits * (EV + 2)
+    moff = B * Hq * splits * EV
+    loff = moff + B * Hq * splits
+    want_tma = bool(cfg.get("TMA", False)) if tma is None else bool(tma)
+    p.tma = want_tma and not paged and tma_ok(k, v)
+    p.grid = (B * hkv * hblk, splits)
+    p.sargs = (*_rows(q), *ks, *vs, sbt, *_rows(out), Hq, hkv, group, hblk, E, EV, cap, num_pages, splits, mc,
+               moff, loff)
+    p.meta = dict(HAS_LENS=lens is not None, PAGED=paged, PAGE=page, DIRECT=p.direct, TMA=p.tma, BLOCK_H=block_h,
+                  BLOCK_N=cfg["BLOCK_N"], BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **dk,
+                  **{o: cfg[o] for o in ("num_warps", "num_stages") if o in cfg})
+    p.meta_ptr = {**p.meta, "TMA": False}  # a launch whose key or value base is not 16-byte aligned
+    cdv = min(bdv, _pow2(cfg.get("combine_dv", bdv)))
+    p.cgrid = (B * Hq, -(-EV // cdv))
+    p.cargs = (splits, Hq, EV, cap, mc, moff, loff, *_rows(out))
+    p.cmeta = dict(HAS_LENS=lens is not None, SPLIT_N=cfg["BLOCK_N"], BLOCK_S=min(_pow2(splits, 1), cfg["BLOCK_S"]),
+                   BLOCK_DV=cdv, ACC=dk["ACC"], **({"num_warps": cfg["combine_warps"]} if "combine_warps" in cfg else {}))
+    return p
+
+
+def _plan_for(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor, paged: bool,
+              block_table: Tensor | None, max_seqlen: int | None, tma: bool | None) -> _Plan:
+    key = (q._dtype, q._shape, q._stride, k._shape, k._stride, v._shape, v._stride, out._shape, out._stride,
+           None if lens is None else lens._dtype, paged,
+           None if block_table is None else (block_table._shape, block_table._stride),
+           max_seqlen, q._storage.device, tma, _config_state())
+    p = _PLANS.get(key)
+    if p is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        p = _PLANS[key] = _make_plan(q, k, v, lens, out, paged, block_table, max_seqlen, tma)
+    return p
+
+
+def launch_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor, *, paged: bool,
+                block_table: Tensor | None = None, max_seqlen: int | None = None, tma: bool | None = None) -> dict:
+    """What :func:`launch_decode` would launch for these arguments (for benchmarks and tests): ``splits``, the
+    split kernel's ``grid`` and constexprs/options ``meta``, the combine kernel's ``combine_grid`` and
+    ``combine_meta`` (None with one split) and the workspace's float32 elements ``workspace``."""
+    p = _plan_for(q, k, v, lens, out, paged, block_table, max_seqlen, tma)
+    return dict(splits=p.grid[1], grid=p.grid, meta=dict(p.meta), combine_grid=None if p.direct else p.cgrid,
+                combine_meta=None if p.direct else dict(p.cmeta), workspace=0 if p.direct else p.ws)
+
+
+def launch_decode(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor, *, scale: float, paged: bool,
+                  block_table: Tensor | None = None, max_seqlen: int | None = None, tma: bool | None = None) -> None:
+    """Launch decode attention: ``q [B, Hq, E]`` (or ``[B, Hq, 1, E]``) into ``out [B, Hq, Ev]`` (or ``[B, Hq,
+    1, Ev]``); ``k``/``v`` a contiguous cache ``[B, Hkv, cap, E]`` or (``paged``) pages ``[num_blocks,
+    block_size, Hkv, E]`` with ``block_table``; ``lens [B]`` (int32/int64) or None (every sequence fills the
+    cache); ``max_seqlen`` sizes the split count (lengths beyond it are still attended in full). ``tma``:
+    keys and values of a contiguous 16-bit cache through tensor descriptors (None: the arch table's ``"TMA"``).
+
+    The host work that depends only on shapes, strides and the config table is planned once per launch key and
+    cached (:func:`launch_plan` shows it): a call costs two launches and one workspace allocation (one launch
+    when there is one split)."""
+    p = _plan_for(q, k, v, lens, out, paged, block_table, max_seqlen, tma)
+    ln = q if lens is None else lens
+    bt = block_table if paged else q  # an unused pointer when not paged
+    ws = out if p.direct else new_empty((p.ws,), p.acc_dt, q.device)
+    meta = p.meta
+    if p.tma and (k.data_ptr() | v.data_ptr()) & 15:
+        meta = p.meta_ptr
+    launch(_decode_split_kernel, p.grid, q, k, v, ln, bt, ws, out, *p.sargs, float(scale * LOG2E), **meta)
+    if not p.direct:
+        launch(_decode_combine_kernel, p.cgrid, ws, out, ln, *p.cargs, **p.cmeta)
 
 
 def launch_append(kc: Tensor, vc: Tensor, lens: Tensor, kn: Tensor, vn: Tensor, *, paged: bool,
@@ -346,11 +553,12 @@ def _decode_cpu(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tenso
                 block_table: Tensor | None = None, max_seqlen: int | None = None) -> None:
     acc = T.float64 if q.dtype is T.float64 else T.float32
     qa, ka, va = (cast_array(np.asarray(host_view(t)), t.dtype, acc) for t in (q, k, v))
+    qa = qa.reshape(qa.shape[0], qa.shape[1], qa.shape[-1])  # [B, Hq, 1, E] -> [B, Hq, E]
     B = q.shape[0]
     cap = block_table.shape[1] * k.shape[1] if paged else k.shape[2]
     n_b = _lens_host(None if lens is None else host_view(lens), B, cap)
     bt = np.asarray(host_view(block_table)) if paged else None
-    res = np.zeros(tuple(out.shape), dtype=acc.numpy)
+    res = np.zeros((B, q.shape[1], out.shape[-1]), dtype=acc.numpy)
     with np.errstate(all="ignore"):
         for b in range(B):
             n = int(n_b[b])
@@ -359,7 +567,7 @@ def _decode_cpu(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tenso
             else:
                 keys, vals = ka[b, :, :n], va[b, :, :n]
             res[b] = _decode_rows(qa[b], keys, vals, scale, acc.numpy.type)
-    host_view(out)[...] = cast_array(res, acc, out.dtype)
+    host_view(out)[...] = cast_array(res, acc, out.dtype).reshape(tuple(out.shape))
 
 
 def _f64(a) -> np.ndarray:
@@ -438,10 +646,12 @@ def _check_lens(fn: str, lens, B: int, name: str = "cache_seqlens") -> None:
           f"{list(lens.shape)}")
 
 
-def _query3(fn: str, query: Tensor) -> tuple[Tensor, bool]:
+def _check_query(fn: str, query: Tensor) -> bool:
+    """Whether ``query`` is ``[batch, heads, 1, head_dim]`` (else ``[batch, heads, head_dim]``); the kernels and
+    the cpu implementation take either form as it is (no indexing on the host path)."""
     check(query.ndim in (3, 4) and (query.ndim == 3 or query.shape[2] == 1), lambda: f"{fn}: query must be "
           f"[batch, heads, head_dim] or [batch, heads, 1, head_dim] (one token per sequence), got {list(query.shape)}")
-    return (query[:, :, 0] if query.ndim == 4 else query), query.ndim == 4
+    return query.ndim == 4
 
 
 def _check_heads(fn: str, hq: int, hkv: int, hv: int) -> None:
@@ -483,8 +693,8 @@ def _decode_driver(rec, args, *, out=None, inplace=None):
     _check_same_device(fn, query=query, key=kc, value=vc, cache_seqlens=lens, block_table=bt)
     check(query.dtype in FLOATS and query.dtype == kc.dtype == vc.dtype, lambda: f"{fn}: query, key and value must "
           f"share one floating dtype, got {query.dtype.name}, {kc.dtype.name}, {vc.dtype.name}")
-    q3, was4 = _query3(fn, query)
-    B, Hq, E = q3.shape
+    was4 = _check_query(fn, query)
+    B, Hq, E = query.shape[0], query.shape[1], query.shape[-1]
     check(kc.ndim == 4 and vc.ndim == 4, lambda: f"{fn}: caches must be 4-d, got {list(kc.shape)} and {list(vc.shape)}")
     if paged:
         check(isinstance(bt, Tensor) and bt.dtype is T.int32 and bt.ndim == 2 and bt.shape[0] == B,
@@ -509,11 +719,11 @@ def _decode_driver(rec, args, *, out=None, inplace=None):
     if args.get("validate"):
         _validate(fn, lens, cap, bt if paged else None, kc.shape[0] if paged else 0, kc.shape[1] if paged else 1)
     EV = vc.shape[3]
-    res = new_empty((B, Hq, EV), query.dtype, query.device)
+    res = new_empty((B, Hq, 1, EV) if was4 else (B, Hq, EV), query.dtype, query.device)
     if res.numel():
-        registry.impl(fn, query.device.type)(q3, kc, vc, lens, res, scale=_scale(args["scale"], E), paged=paged,
+        registry.impl(fn, query.device.type)(query, kc, vc, lens, res, scale=_scale(args["scale"], E), paged=paged,
                                              block_table=bt if paged else None, max_seqlen=args.get("max_seqlen"))
-    return res.unsqueeze(2) if was4 else res
+    return res
 
 
 def _append_driver(rec, args, *, out=None, inplace=None):
