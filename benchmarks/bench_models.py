@@ -391,6 +391,9 @@ class Run:
         dnote += f"; device time valid reps {split['gpu_valid']}, peer {ps.get('gpu_valid')}"
         if ps.get("kernel_sum_ms") is not None:
             dnote += f"; peer kernel sum (torch.profiler) {ps['kernel_sum_ms']:.2f} ms"
+        for k in ("error", "profiler_error"):
+            if ps.get(k):
+                dnote += f"; peer split {k.replace('_', ' ')}: {ps[k]}"
         self.add(row=f"{name}.decode", model=name, metric="decode tokens/s", unit="tokens/s", dtype=dt, batch=1,
                  seq_len=Q_len, ours=_median(dec), peer=(reply or {}).get("decode_tokens_per_s"), target=1.0,
                  roofline=(bw * 1e9 / wbytes) if bw else None, wall_ms=split["wall_ms"], host_ms=split["host_ms"],

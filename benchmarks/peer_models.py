@@ -330,33 +330,37 @@ def cmd_llama(a) -> dict:
                 rates.append((a.new_tokens - 1) / (st.times[-1] - st.times[0]))
             res["decode_tokens_per_s"] = statistics.median(rates)
             res["decode_rates"] = rates
-            # per-step split: the model's forward on one token with its cache (what generate runs per token)
-            out = model(ids, use_cache=True, logits_to_keep=1)
-            past = out.past_key_values
-            tok = out.logits[:, -1:].argmax(-1)
-            kw = {"use_cache": True}
+            try:  # a failing split leaves the rates above standing
+                # per-step split: the model's forward on one token with its cache (what generate runs per token)
+                out = model(ids, use_cache=True, logits_to_keep=1)
+                past = out.past_key_values
+                tok = out.logits[:, -1:].argmax(-1)
+                kw = {"use_cache": True}
 
-            def step():
-                model(tok, past_key_values=past, **kw)
+                def step():
+                    model(tok, past_key_values=past, **kw)
 
-            cuda = dev.type == "cuda"
-            busy = None
-            if cuda:  # one long kernel per call keeps the launch queue short (a step of the peer launches ~1000)
-                if hasattr(torch.cuda, "_sleep"):
-                    busy = lambda: torch.cuda._sleep(SLEEP_CYCLES)  # noqa: E731
-                else:
-                    buf = torch.empty(512 << 20, dtype=torch.float32, device=dev)
-                    busy = lambda: buf.fill_(1.0)  # noqa: E731
-            split = step_split(step, sync=sync, new_event=(lambda: torch.cuda.Event(enable_timing=True))
-                               if cuda else None, busy=busy, reps=a.split_reps)
-            if cuda:
-                try:
-                    split["kernel_sum_ms"] = _profiled_kernel_ms(torch, step, a.split_reps)
-                except Exception as e:  # noqa: BLE001 - the profiler is optional
-                    split["kernel_sum_ms"] = None
-                    split["profiler_error"] = f"{type(e).__name__}: {e}"[:200]
-            res["split"] = split
-            res["context_after_split"] = int(past.get_seq_length())
+                cuda = dev.type == "cuda"
+                busy = None
+                if cuda:  # one long kernel per call keeps the launch queue short (a step of the peer launches ~1000)
+                    if hasattr(torch.cuda, "_sleep"):
+                        busy = lambda: torch.cuda._sleep(SLEEP_CYCLES)  # noqa: E731
+                    else:
+                        buf = torch.empty(512 << 20, dtype=torch.float32, device=dev)
+                        busy = lambda: buf.fill_(1.0)  # noqa: E731
+                split = step_split(step, sync=sync, new_event=(lambda: torch.cuda.Event(enable_timing=True))
+                                   if cuda else None, busy=busy, reps=a.split_reps)
+                if cuda:
+                    try:
+                        split["kernel_sum_ms"] = _profiled_kernel_ms(torch, step, a.split_reps)
+                    except Exception as e:  # noqa: BLE001 - the profiler is optional
+                        split["kernel_sum_ms"] = None
+                        split["profiler_error"] = f"{type(e).__name__}: {e}"[:200]
+                res["split"] = split
+                res["context_after_split"] = int(past.get_seq_length())
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc(file=sys.stderr)
+                res["split"] = {"error": f"{type(e).__name__}: {e}"[:300]}
     return res
 
 
