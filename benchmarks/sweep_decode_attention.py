@@ -20,7 +20,8 @@ ordered most promising first:
 3. combine-kernel settings on the best so far: ``BLOCK_S`` (splits per step), ``combine_dv`` (output columns
    per program), ``combine_warps``.
 
-Each (variant, shape) is timed through ``ops.decode_attention.launch_decode`` on a preallocated output (the
+Phase 1 may use the budget up to 55 %, the paged rows up to 68 %, phase 2 up to 84 %, phase 3 the rest (a phase
+that finishes early leaves its time to the next). Each (variant, shape) is timed through ``ops.decode_attention.launch_decode`` on a preallocated output (the
 kernels' own cost) with CUDA events and an L2 flush before every run (benchmarks/harness.py: ``run_benchmark``,
 ``percentiles``). Its first output is checked against the table variant's (run first) with the attention
 tolerance; the table variant's rows of two (sequence, kv head) pairs are checked against the float64 oracle and
@@ -129,6 +130,9 @@ COMBINE_VARIANTS = [
 
 SMOKE_VARIANTS = {"table", "tma n64 w4 s3", "wg64 tma n64 s2", "n128 w8 s2", "waves 3/SM", "comb s64 dv32 w2"}
 
+# Shares of the budget each phase may use up to (kernel, paged, split, combine): every phase gets some time.
+SHARES = (0.55, 0.68, 0.84, 1.0)
+
 CSV_COLUMNS = ["run_id", "phase", "variant", "settings", "shape", "splits", "status", "check", "max_excess",
                "p20_ms", "p50_ms", "p80_ms", "reps", "bytes", "gbps", "pct_4800", "sdpa_p50_ms", "sdpa_gbps",
                "host_us_launch", "host_us_decode", "host_us_sdpa", "sync_us", "error", "gpu", "commit", "date"]
@@ -200,17 +204,29 @@ def excess(out: np.ndarray, ref: np.ndarray, mag: float, tol) -> float:
     return math.nan if np.isnan(err).any() else float(err.max())
 
 
-def oracle_rows(c: Case, scale: float) -> list:
-    """``(b, heads, ref, mag)`` of two (sequence, kv head) pairs: the float64 oracle's output rows of that kv
-    head's query heads and their magnitude ``P|V|`` (the tolerance rule's scale)."""
-    from nbxtensor.ops.decode_attention import decode_oracle
+def group_oracle(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """float64 attention of one kv head's query rows ``q [G, E]`` over its keys and values ``[n, E]``: the output
+    and the magnitude ``P|V|`` (``ops.decode_attention.decode_oracle``'s formula without its per-head copies,
+    which would take gigabytes at 32k keys; the smoke run checks that the two agree)."""
+    s = (q @ k.T) * scale
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return p @ v, p @ np.abs(v)
+
+
+def oracle_rows(c: Case, scale: float, smoke: bool = False) -> list:
+    """``(b, heads, ref, mag)`` of two (sequence, kv head) pairs: the float64 output rows of that kv head's query
+    heads and their magnitude ``P|V|`` (the tolerance rule's scale)."""
     G = c.Hq // c.Hkv
     res = []
     for b, kh in ((0, 0), (c.B - 1, c.Hkv - 1)):
-        q = host_of(c.q[b, kh * G:(kh + 1) * G])[None]
-        k, v = host_of(c.k[b, kh])[None, None], host_of(c.v[b, kh])[None, None]
-        res.append((b, slice(kh * G, (kh + 1) * G), decode_oracle(q, k, v, None, scale)[0],
-                    decode_oracle(q, k, np.abs(v), None, scale)[0]))
+        q, k, v = host_of(c.q[b, kh * G:(kh + 1) * G]), host_of(c.k[b, kh]), host_of(c.v[b, kh])
+        ref, mag = group_oracle(q, k, v, scale)
+        if smoke:
+            from nbxtensor.ops.decode_attention import decode_oracle
+            np.testing.assert_allclose(ref, decode_oracle(q[None], k[None, None], v[None, None], None, scale)[0],
+                                       rtol=1e-12, atol=1e-12)
+        res.append((b, slice(kh * G, (kh + 1) * G), ref, mag))
     return res
 
 
@@ -361,15 +377,20 @@ def main(argv=None) -> int:
     results: dict = {}   # variant -> label -> row
     settings_of: dict = {}
     per_pair: dict = {}  # rough cost of one (variant, shape) pair, for the budget
+    skipped: list = []   # where a phase ran out of its share
     stopped = None
 
-    def run_variant(phase, name, settings, subset):
+    def run_variant(phase, name, settings, subset, share=1.0):
+        """Time ``settings`` on ``subset``; False once the phase's share of the budget is spent."""
         nonlocal stopped
         settings_of[name] = settings
+        until = t0 + share * (deadline - t0) if math.isfinite(deadline) else deadline
         for c in subset:
             est = per_pair.get(c.label, 0.0)
-            if time.monotonic() + est > deadline:
-                stopped = f"budget: stopped before {name} / {c.label} ({time.monotonic() - t0:.0f} s)"
+            if time.monotonic() + est > until:
+                skipped.append(f"{phase}: stopped before {name} / {c.label} ({time.monotonic() - t0:.0f} s)")
+                if until >= deadline:
+                    stopped = skipped[-1]
                 return False
             row = {"run_id": run_id, "phase": phase, "variant": name, "settings": json.dumps(settings, sort_keys=True),
                    "shape": f"{c.B}x{c.Hq}x{c.Hkv}x{c.ctx}x{c.D}" + (f"/p{c.page}" if c.page else ""),
@@ -389,7 +410,7 @@ def main(argv=None) -> int:
                     out = host_of(c.out)
                     key = c.twin_key()
                     if key not in oracles:  # the table variant runs first: the oracle rows of this data
-                        oracles[key] = oracle_rows(c, scale)
+                        oracles[key] = oracle_rows(c, scale, a.smoke)
                     rows_ = oracles[key]
                     mag = max(float(np.max(m)) for _, _, _, m in rows_)  # ~P|V| of every row (random data)
                     worst = oracle_excess(out, rows_, tol)
@@ -435,9 +456,10 @@ def main(argv=None) -> int:
 
     contiguous = [c for c in cases if not c.page]
     paged = [c for c in cases if c.page]
-    # Phase 1 on the contiguous caches (each variant compiles its kernels once per cache kind).
+    # Phase 1 on the contiguous caches (each variant compiles its kernels once per cache kind). Each phase may use
+    # the budget up to its share, so that every phase gets some time.
     for ph, name, settings in variants:
-        if ph == "kernel" and not stopped and not run_variant(ph, name, settings, contiguous or cases):
+        if ph == "kernel" and not run_variant(ph, name, settings, contiguous or cases, SHARES[0]):
             break
     # Phase 1b: the paged caches for the table and the best three kernel variants (TMA does not apply to pages).
     if paged and not stopped:
@@ -448,10 +470,10 @@ def main(argv=None) -> int:
             if key in seen:
                 continue
             seen.add(key)
-            if len(seen) > 4 or not run_variant("kernel", name, settings_of[name], paged):
+            if len(seen) > 4 or not run_variant("kernel", name, settings_of[name], paged, SHARES[1]):
                 break
     # Phases 2 and 3 on every shape, on top of the best settings so far.
-    for phase in ("split", "combine"):
+    for phase, share in (("split", SHARES[2]), ("combine", SHARES[3])):
         if stopped:
             break
         ranked = ranking(results, [c.label for c in cases]) or ranking(results, [c.label for c in contiguous])
@@ -460,9 +482,9 @@ def main(argv=None) -> int:
         for ph, name, settings in variants:
             if ph != phase or stopped:
                 continue
-            if not run_variant(phase, f"{name} + {best}", {**base, **settings}, cases):
+            if not run_variant(phase, f"{name} + {best}", {**base, **settings}, cases, share):
                 break
-    print_table(results, cases, stopped, time.monotonic() - t0)
+    print_table(results, cases, skipped, time.monotonic() - t0)
     return 0
 
 
@@ -488,7 +510,7 @@ def _num(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
 
 
-def print_table(results: dict, cases, stopped, elapsed: float) -> None:
+def print_table(results: dict, cases, skipped: list, elapsed: float) -> None:
     labs = [c.label for c in cases]
     w = 11
     print(f"\nGB/s of K+V+q+out (% of {PEAK_GBPS:.0f}); ! = output check failed, E = error")
@@ -536,8 +558,8 @@ def print_table(results: dict, cases, stopped, elapsed: float) -> None:
                   f"{best}\n  settings to lay over the sm90.json decode_attention rule (bf16/fp16, max_head_dim "
                   f"128): {json.dumps(s, sort_keys=True) if s else '(the table as it is)'}")
             break
-    if stopped:
-        print(stopped)
+    for line in skipped:
+        print(f"budget: {line}")
     print(f"done in {elapsed:.0f} s")
 
 

@@ -283,7 +283,7 @@ def test_plans_follow_overrides_and_4d_rows(device, launches):
     to the kernels as they are, giving the bits of the [B, Hq, E] form."""
     if not _kernels_run(device):
         pytest.skip("the Triton kernels run on a GPU or under the interpreter")
-    from nbxtensor.ops.decode_attention import launch_decode
+    from nbxtensor.ops.decode_attention import launch_decode, launch_plan
     dt = T.bfloat16
     rng = np.random.default_rng(5)
     B, Hq, hkv, E, cap = 2, 4, 2, 32, 40
@@ -299,6 +299,8 @@ def test_plans_follow_overrides_and_4d_rows(device, launches):
         many = run(False)
         assert len(launches) == 2
         assert run(True).tobytes() == many.tobytes()
+        plan = launch_plan(tq, tk, tv, None, nbx.empty(B, Hq, E, dtype=dt, device=device), paged=False)
+        assert plan["splits"] == 3 and plan["grid"] == launches[0][1] and plan["combine_grid"] == launches[1][1]
     with override("decode_attention", max_splits=1):
         one = run(False)
         assert launches[-1][0] == "_decode_split_kernel" and launches[-1][2]["DIRECT"]

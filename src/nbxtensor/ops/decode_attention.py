@@ -395,7 +395,7 @@ _MAX_PLANS = 512
 def _config_state():
     """What :func:`launch_config`'s answer depends on besides the key: the arch lookup (tests swap it for an
     arch table) and any :func:`nbxtensor.runtime.configs.override` in force (sweeps)."""
-    ovr = _cfgmod._OVERRIDES.get("decode_attention")
+    ovr = getattr(_cfgmod, "_OVERRIDES", {}).get("decode_attention")
     return _cfgmod.arch_of, None if ovr is None else tuple(sorted(ovr.items()))
 
 
