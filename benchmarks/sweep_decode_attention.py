@@ -21,17 +21,18 @@ ordered most promising first:
    per program), ``combine_warps``.
 
 Phase 1 may use the budget up to 55 %, the paged rows up to 68 %, phase 2 up to 84 %, phase 3 the rest (a phase
-that finishes early leaves its time to the next). Each (variant, shape) is timed through ``ops.decode_attention.launch_decode`` on a preallocated output (the
-kernels' own cost) with CUDA events and an L2 flush before every run (benchmarks/harness.py: ``run_benchmark``,
-``percentiles``). Its first output is checked against the table variant's (run first) with the attention
-tolerance; the table variant's rows of two (sequence, kv head) pairs are checked against the float64 oracle and
-the paged rows against the contiguous table output of the same data. A mismatch is marked ``!``, never hidden;
-every exception is recorded and the sweep goes on. For the table variant the host cost of one call is the wall
-time of 200 back-to-back calls without synchronisation / 200 through three entries (``launch_decode``,
-``nn.functional.decode_attention`` and ``nn.functional.scaled_dot_product_attention`` with a one-row query, the
-path benchmarks/bench_ops.py measures), and the latency of one synchronised call; the SDPA path is also timed
-with events, so host overhead that leaks into the measured time shows. The sweep stops starting work when
-``--budget-s`` (default 100 s, compiles included) would be exceeded.
+that finishes early leaves its time to the next). Each (variant, shape) is timed through
+``ops.decode_attention.launch_decode`` on a preallocated output (the kernels' own cost) with CUDA events and an L2
+flush before every run (benchmarks/harness.py: ``run_benchmark``, ``percentiles``). Its first output is checked
+with the attention tolerance against the float64 oracle on the rows of two (sequence, kv head) pairs and, as a
+whole, against the table variant's output (run first); the paged table output against the contiguous one of the
+same data. A mismatch is marked ``!``, never hidden; every exception is recorded and the sweep goes on. For the
+table variant the host cost of one call is the wall time of 200 back-to-back calls without synchronisation / 200
+through four entries (``launch_decode``, ``nn.functional.decode_attention``,
+``nn.functional.scaled_dot_product_attention`` with a one-row query, the path benchmarks/bench_ops.py measures,
+and ``ops.decode_attention.sdpa_decode``, the short path SDPA can take for a decode step), plus the latency of one
+synchronised call; the SDPA path is also timed with events, so host overhead that leaks into the measured time
+shows. The sweep stops starting work when ``--budget-s`` (default 100 s, compiles included) would be exceeded.
 
 Run on the H200 from the source tree::
 
@@ -39,7 +40,8 @@ Run on the H200 from the source tree::
 
 Smoke test on a host without a GPU (the interpreter runs the same code paths on tiny shapes)::
 
-    NBX_TRITON_INTERPRET=1 PYTHONPATH=src python3 benchmarks/sweep_decode_attention.py --device cpu --smoke --out /tmp/sw
+    NBX_TRITON_INTERPRET=1 PYTHONPATH=src python3 benchmarks/sweep_decode_attention.py --device cpu --smoke \
+        --out /tmp/sw
 
 Writes ``DIR/sweep_decode_attention.csv`` (one row per variant and shape) and prints a table of GB/s and % of
 4800 GB/s per shape, the host costs, the best variant per shape and overall (geometric mean over the shapes) and
@@ -135,7 +137,8 @@ SHARES = (0.55, 0.68, 0.84, 1.0)
 
 CSV_COLUMNS = ["run_id", "phase", "variant", "settings", "shape", "splits", "status", "check", "max_excess",
                "p20_ms", "p50_ms", "p80_ms", "reps", "bytes", "gbps", "pct_4800", "sdpa_p50_ms", "sdpa_gbps",
-               "host_us_launch", "host_us_decode", "host_us_sdpa", "sync_us", "error", "gpu", "commit", "date"]
+               "host_us_launch", "host_us_decode", "host_us_sdpa", "host_us_sdpa_decode", "sync_us", "error", "gpu",
+               "commit", "date"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -437,6 +440,8 @@ def main(argv=None) -> int:
                             sdpa = (lambda c=c, q4=q4: F.scaled_dot_product_attention(q4, c.k, c.v, enable_gqa=True))
                             row["host_us_decode"] = host_cost_us(nbx, dec, dev, host_n)
                             row["host_us_sdpa"] = host_cost_us(nbx, sdpa, dev, host_n)
+                            fast = (lambda c=c, q4=q4: DA.sdpa_decode(q4, c.k, c.v, enable_gqa=True))
+                            row["host_us_sdpa_decode"] = host_cost_us(nbx, fast, dev, host_n)
                             st = bench(sdpa)
                             row["sdpa_p50_ms"] = H.percentiles(st)[1]
                             row["sdpa_gbps"] = c.bytes / (row["sdpa_p50_ms"] * 1e-3) / 1e9
@@ -532,15 +537,16 @@ def print_table(results: dict, cases, skipped: list, elapsed: float) -> None:
     table = results.get("table", {})
     if table:
         print("\ntable variant: splits; host us per call (200 calls, no sync): launch_decode / "
-              "F.decode_attention / F.sdpa; one call + sync (us); SDPA path GB/s with events")
+              "F.decode_attention / F.scaled_dot_product_attention / ops.decode_attention.sdpa_decode (the short "
+              "path SDPA could take); one call + sync (us); the SDPA path's GB/s with events")
         for lab in labs:
             r = table.get(lab) or {}
 
             def f(k, fmt="{:.1f}"):
                 return fmt.format(r[k]) if isinstance(r.get(k), (int, float)) else "-"
             print(f"  {lab:14s} splits {r.get('splits', '-')!s:>4s}  host {f('host_us_launch')} / "
-                  f"{f('host_us_decode')} / {f('host_us_sdpa')} us  sync {f('sync_us')} us  sdpa "
-                  f"{f('sdpa_gbps', '{:.0f}')} GB/s  check {r.get('check', '-')}")
+                  f"{f('host_us_decode')} / {f('host_us_sdpa')} / {f('host_us_sdpa_decode')} us  sync "
+                  f"{f('sync_us')} us  sdpa {f('sdpa_gbps', '{:.0f}')} GB/s  check {r.get('check', '-')}")
     print("\nbest per shape (checked variants only):")
     for lab in labs:
         ok = [(r["p50_ms"], n) for n, per in results.items() for r in [per.get(lab)] if _ok(r)]

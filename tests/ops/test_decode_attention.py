@@ -339,6 +339,35 @@ def test_sdpa_single_row_routes_to_decode(device):
         _check(out, ref, mag, dt, 64, f"sdpa one row {mask}")
 
 
+def test_sdpa_decode_short_path(device):
+    """ops.decode_attention.sdpa_decode: a decode-step SDPA call gives the general path's bits (and the oracle's
+    values); every other call is declined (None) for the general path to handle."""
+    from nbxtensor.ops.decode_attention import sdpa_decode
+    dt = T.bfloat16
+    rng = np.random.default_rng(44)
+    q, k, v = draw(rng, (2, 8, 1, 64), dt), draw(rng, (2, 2, 37, 64), dt), draw(rng, (2, 2, 37, 48), dt)
+    tq, tk, tv = dev(q, device), dev(k, device), dev(v, device)
+    got = sdpa_decode(tq, tk, tv, enable_gqa=True, scale=0.2)
+    if not _kernels_run(device):
+        assert got is None  # the cpu implementation: the general path
+        return
+    assert tuple(got.shape) == (2, 8, 1, 48)
+    ref = F.scaled_dot_product_attention(tq, tk, tv, enable_gqa=True, scale=0.2)
+    assert got.cpu().numpy().tobytes() == ref.cpu().numpy().tobytes()
+    want, mag = sdpa_oracle(q, k, v, None, False, 0.2, True, with_magnitude=True)
+    _check(got, want, mag, dt, 64, "sdpa_decode")
+    one = sdpa_decode(tq, tk[:, :, :1], tv[:, :, :1], is_causal=True, enable_gqa=True)  # one key: causal is full
+    assert one is not None
+    declined = [dict(attn_mask=dev(np.ones((1, 37), bool), device)), dict(dropout_p=0.1), dict(is_causal=True),
+                dict(enable_gqa=False)]
+    for kw in declined:
+        assert sdpa_decode(tq, tk, tv, **{"enable_gqa": True, **kw}) is None, kw
+    assert sdpa_decode(tq[:, :, 0], tk, tv, enable_gqa=True) is None  # 3-d query
+    assert sdpa_decode(dev(draw(rng, (2, 8, 2, 64), dt), device), tk, tv, enable_gqa=True) is None  # two rows
+    assert sdpa_decode(tq, tk[:1], tv[:1], enable_gqa=True) is None  # a broadcast batch
+    assert sdpa_decode(tq, tk.float(), tv, enable_gqa=True) is None  # mixed dtypes
+
+
 def test_float64(device):
     rng = np.random.default_rng(64)
     q, k, v = draw(rng, (2, 4, 16), T.float64), draw(rng, (2, 1, 33, 16), T.float64), draw(rng, (2, 1, 33, 16),

@@ -55,7 +55,7 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..runtime import configs as _cfgmod
 from ..runtime.configs import launch_config
-from ..runtime.launcher import launch
+from ..runtime.launcher import interpreting, launch
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from . import registry
@@ -63,8 +63,8 @@ from .attention import FLOATS, LOG2E, _operand, _pow2, _round_p, _softmax_rows, 
 from .registry import Cost, OpRecord, register
 from .triton_helpers import convert, div_rn, maximum_fast, nan_max_fast, rcp_rn
 
-__all__ = ["launch_decode", "launch_plan", "launch_append", "decode_oracle", "paged_decode_oracle", "gather_pages", "PagedKVCache",
-           "split_plan"]
+__all__ = ["launch_decode", "launch_plan", "sdpa_decode", "launch_append", "decode_oracle", "paged_decode_oracle",
+           "gather_pages", "PagedKVCache", "split_plan"]
 
 INDEX_DTYPES = frozenset({T.int32, T.int64})
 
@@ -446,7 +446,9 @@ def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor
     p.cgrid = (B * Hq, -(-EV // cdv))
     p.cargs = (splits, Hq, EV, cap, mc, moff, loff, *_rows(out))
     p.cmeta = dict(HAS_LENS=lens is not None, SPLIT_N=cfg["BLOCK_N"], BLOCK_S=min(_pow2(splits, 1), cfg["BLOCK_S"]),
-                   BLOCK_DV=cdv, ACC=dk["ACC"], **({"num_warps": cfg["combine_warps"]} if "combine_warps" in cfg else {}))
+                   BLOCK_DV=cdv, ACC=dk["ACC"])
+    if "combine_warps" in cfg:
+        p.cmeta["num_warps"] = cfg["combine_warps"]
     return p
 
 
@@ -495,6 +497,41 @@ def launch_decode(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Ten
     launch(_decode_split_kernel, p.grid, q, k, v, ln, bt, ws, out, *p.sargs, float(scale * LOG2E), **meta)
     if not p.direct:
         launch(_decode_combine_kernel, p.cgrid, ws, out, ln, *p.cargs, **p.cmeta)
+
+
+def sdpa_decode(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                enable_gqa=False) -> Tensor | None:
+    """``scaled_dot_product_attention`` of one decode step on the short host path, or None when the call is not
+    one (the caller then takes the general path, which checks and reports everything).
+
+    A decode step here: 4-d ``query [B, Hq, 1, E]``, ``key [B, Hkv, S, E]``, ``value [B, Hkv, S, Ev]`` (no
+    broadcast batch dims; ``S >= 1``) of one floating dtype on one device where the Triton kernels run (CUDA, or
+    the cpu device under the interpreter tier), no ``attn_mask``, ``dropout_p == 0``, ``is_causal`` only with
+    ``S == 1`` (PyTorch's top-left causal row 0 sees key 0 only), ``Hq == Hkv`` or ``enable_gqa`` with ``Hkv``
+    dividing ``Hq``. Returns ``[B, Hq, 1, Ev]``: the same kernels and bits as the general path's decode route,
+    without its broadcasting and reshaping (about 10x less host time per call)."""
+    if attn_mask is not None or dropout_p != 0.0 or type(query) is not Tensor or type(key) is not Tensor \
+            or type(value) is not Tensor:
+        return None
+    qs, ks, vs = query._shape, key._shape, value._shape
+    if len(qs) != 4 or len(ks) != 4 or len(vs) != 4 or qs[2] != 1:
+        return None
+    B, hq, _, E = qs
+    S, hkv, EV = ks[2], ks[1], vs[3]
+    if ks[0] != B or vs[0] != B or vs[1] != hkv or vs[2] != S or ks[3] != E or S < 1 or hkv < 1 \
+            or (is_causal and S != 1) or hq % hkv or (hq != hkv and not enable_gqa):
+        return None
+    dt = query._dtype
+    if dt not in FLOATS or key._dtype is not dt or value._dtype is not dt:
+        return None
+    dev = query._storage.device
+    if key._storage.device != dev or value._storage.device != dev or (dev.type == "cpu" and not interpreting()):
+        return None
+    out = new_empty((B, hq, 1, EV), dt, dev)
+    if out.numel():
+        sc = (1.0 / math.sqrt(E) if E > 0 else 1.0) if scale is None else float(scale)
+        launch_decode(query, key, value, None, out, scale=sc, paged=False)
+    return out
 
 
 def launch_append(kc: Tensor, vc: Tensor, lens: Tensor, kn: Tensor, vn: Tensor, *, paged: bool,
@@ -1015,13 +1052,14 @@ class PagedKVCache:
         st = self._cur()
         check(key.shape[2] == st["new"], lambda: f"PagedKVCache.append: expected {st['new']} new tokens per sequence, "
               f"got {key.shape[2]}")
-        registry.get("paged_kv_append").extra["function"](self.k[layer], self.v[layer], st["block_table"], st["before"], key, value, check=False)
+        append = registry.get("paged_kv_append").extra["function"]
+        append(self.k[layer], self.v[layer], st["block_table"], st["before"], key, value, check=False)
 
     def decode(self, layer: int, query: Tensor, *, scale: float | None = None) -> Tensor:
         """Decode attention of ``query [B, Hq, D]`` over ``layer``'s pages, the step's new rows included."""
         st = self._cur()
-        return registry.get("paged_decode_attention").extra["function"](query, self.k[layer], self.v[layer], st["block_table"], st["after"],
-                                        scale=scale)
+        decode = registry.get("paged_decode_attention").extra["function"]
+        return decode(query, self.k[layer], self.v[layer], st["block_table"], st["after"], scale=scale)
 
     def end_step(self) -> None:
         """Advance the lengths of the step's sequences by its new tokens."""
