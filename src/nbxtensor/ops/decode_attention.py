@@ -159,7 +159,13 @@ def _seq_len(LENS, b, cap, HAS_LENS: tl.constexpr):
     return n_b
 
 
-@jit
+# Sizes that vary from shape to shape but do not shape the code (a split count, workspace offsets, the page count):
+# not specialised on (Triton would compile once per "divisible by 16" class of each), so one compile serves every
+# shape of a setting. Row strides stay specialised: their alignment lets the loads vectorise.
+_SPLIT_SIZES = ["Hq", "Hkv", "GROUP", "HBLK", "cap", "num_pages", "NS", "min_chunk", "moff", "loff"]
+
+
+@jit(do_not_specialize=_SPLIT_SIZES)
 def _decode_split_kernel(Q, K, V, LENS, BT, WS, O,
                          sqb, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd, sbt, syb, syh, syd,
                          Hq, Hkv, GROUP, HBLK, E, EV, cap, num_pages, NS, min_chunk, moff, loff, qk_scale,
@@ -238,7 +244,7 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O,
         tl.store(WS + row[:, None] * EV + offs_dv[None, :], acc, mask=live[:, None] & dv_ok[None, :])
 
 
-@jit
+@jit(do_not_specialize=["NS", "Hq", "cap", "min_chunk", "moff", "loff"])
 def _decode_combine_kernel(WS, O, LENS, NS, Hq, EV, cap, min_chunk, moff, loff, syb, syh, syd,
                            HAS_LENS: tl.constexpr, SPLIT_N: tl.constexpr, BLOCK_S: tl.constexpr,
                            BLOCK_DV: tl.constexpr, ACC: tl.constexpr):
