@@ -180,6 +180,38 @@ def test_group_and_batch_norm_semantics(device):
     assert tuple(F.group_norm(nbx.ones(2, 4, 0, device=device), 2).shape) == (2, 4, 0)
 
 
+# The settings benchmarks/sweep_reduce.py tries on the H200, as config overrides: results must not change. With
+# programs_per_sm the grid is persistent (4 SMs under the interpreter): programs loop over row blocks and, for
+# layer_norm/rms_norm rows that fit one tile, load weight and bias once.
+_SWEEP_SETTINGS = [dict(programs_per_sm=1, LOOP_STAGES=3, EVICT="evict_last", EVICT2="evict_first"),
+                   dict(BLOCK_M=1, programs_per_sm=2), dict(LOOP_STAGES=2, EVICT2="evict_first")]
+
+
+@pytest.mark.parametrize("settings", _SWEEP_SETTINGS, ids=[str(i) for i in range(len(_SWEEP_SETTINGS))])
+def test_sweep_settings_keep_results(settings, device):
+    from nbxtensor.runtime.configs import override
+    tile = H.block(device, "norm_rows", "BLOCK_N")
+    rng = np.random.default_rng(9)
+    with override("norm_rows", **settings):
+        for n in (tile - 3, tile * 2 + 3):  # one tile, looped
+            a = rng.standard_normal((11, n)).astype(np.float32) * 3 + 5.0
+            w, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+            x, wt, bt = (nbx.from_numpy(v).to(device) for v in (a, w, b))
+            for name, args in (("layer_norm", (wt, bt)), ("rms_norm", (wt,)), ("layer_norm", ())):
+                rec = registry.get(name)
+                res = rec.extra["function"](x, [n], *args)
+                exp = rec.oracle(a, [n], *[H.host(t) for t in args])
+                H.assert_close(H.host(res), H.expected_as(exp, T.float32), T.float32, reduced=n,
+                               what=f"{name}[{settings}, {n}, {len(args)} params]")
+        g = rng.standard_normal((3, 4, tile // 2 + 1)).astype(np.float32)
+        gw, gb = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+        res = F.group_norm(*(nbx.from_numpy(v).to(device) for v in (g,)), 2, nbx.from_numpy(gw).to(device),
+                           nbx.from_numpy(gb).to(device))
+        exp = registry.get("group_norm").oracle(g, 2, gw, gb)
+        H.assert_close(H.host(res), H.expected_as(exp, T.float32), T.float32, reduced=g[0].size // 2,
+                       what=f"group_norm[{settings}]")
+
+
 def test_records_are_whole():
     for rec in RECS:
         assert rec.cpu and rec.triton and rec.oracle and rec.extra["errors"], rec.name
@@ -200,11 +232,20 @@ def test_kernels_compile_for_sm90(xt, wt, rms, one_tile):
     from nbxtensor.ops import norm as N
     acc = tl.float64 if xt == "*fp64" else tl.float32
     types = {"x_ptr": xt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "N": "i32", "G": "i32", "CPG": "i32",
-             "HW": "i32", "eps": "fp32"}
+             "HW": "i32", "eps": "fp32", "NBLK": "i32"}
+    loop = dict(LOOP_STAGES=None, ROW_STAGES=None, EVICT="", EVICT2="", HW_CVT=True)
     for grouped in ((False, True) if not one_tile and not rms else (False,)):
         H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=one_tile,
-                                                        GROUPED=grouped, ACC=acc, BLOCK_M=1, BLOCK_N=8192),
-                       num_warps=16)
+                                                        GROUPED=grouped, SHARED=False, ACC=acc, BLOCK_M=1,
+                                                        BLOCK_N=8192, **loop), num_warps=16)
+    # the sweep's settings: persistent grid with parameters loaded once and a pipelined row loop (one tile), or
+    # pipelined column loops; eviction policies
+    if xt != "*bf16":
+        return
+    tuned = dict(loop, LOOP_STAGES=3, ROW_STAGES=3 if one_tile else None, EVICT="evict_last", EVICT2="evict_first")
+    H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=one_tile,
+                                                    GROUPED=False, SHARED=one_tile, ACC=acc, BLOCK_M=2, BLOCK_N=4096,
+                                                    **tuned), num_warps=8)
     if not rms and one_tile:
         types = {"x_ptr": xt, "rm_ptr": wt, "rv_ptr": wt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "S": "i32",
                  "C": "i32", "eps": "fp32"}

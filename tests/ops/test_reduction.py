@@ -336,6 +336,105 @@ def test_norms(device):
     assert nbx.vector_norm(h, dtype=nbx.float64).dtype is nbx.float64
 
 
+def _first_extreme(a: np.ndarray, largest: bool, axis: int) -> np.ndarray:
+    """PyTorch's argmax/argmin along ``axis``: the first NaN if any, else the first occurrence of the extreme."""
+    a = np.moveaxis(a, axis, -1)
+    if a.dtype.kind == "f":
+        nan = np.isnan(a)
+        key = np.where(nan, -np.inf if largest else np.inf, a)
+        idx = np.argmax(key, -1) if largest else np.argmin(key, -1)
+        return np.where(nan.any(-1), np.argmax(nan, -1), idx)
+    return np.argmax(a, -1) if largest else np.argmin(a, -1)
+
+
+def _extreme_rows(n: int, tile: int) -> np.ndarray:
+    """float32 rows of length ``n`` that stress the per-lane arg-extrema of the kernels (``tile`` = the config's
+    BLOCK_R): ties between lanes and between iterations of one lane, all -inf / all +inf rows, NaN early and
+    late, -inf and NaN mixed, and a row whose extreme sits in the last (masked) tile."""
+    rng = np.random.default_rng(n)
+    rows = [rng.standard_normal(n).astype(np.float32) for _ in range(9)]
+    at = lambda *ps: [p % n for p in ps]  # noqa: E731 - positions folded into short rows
+    rows[0][at(tile + 5, 2 * tile + 3, n - 1)] = 9.0  # lane 5 of step 1 comes before lane 3 of step 2
+    rows[1][at(3, tile + 3, n - 2)] = -9.0  # one lane, several steps
+    rows[2][:] = -np.inf
+    rows[3][:] = np.inf
+    rows[4][at(n - 1, 2)] = np.nan  # NaN wins, the first one
+    rows[5][:] = -np.inf
+    rows[5][at(tile + 1, n - 3)] = np.nan
+    rows[6][n - 1] = 50.0
+    rows[6][(n - 1 - tile // 2) % n] = -50.0
+    rows[7][:] = 2.0  # all equal: index 0
+    rows[8][0] = np.nan
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("n_tiles", [0.5, 3.4, 9.1])  # shorter than a tile, a few tiles (split into chunks)
+def test_arg_extrema_lanes_ties_nan_and_splits(n_tiles, device):
+    """max/min with indices, argmax/argmin and amax/amin over the innermost (rows kernel) and a strided dim (cols
+    kernel): the per-lane arg-extrema keep PyTorch's first occurrence and NaN rule across lanes, loop steps, masked
+    tails and the split reduction's two stages."""
+    tile = H.block(device)
+    n = max(3, int(tile * n_tiles))
+    a = _extreme_rows(n, tile)
+    for axis, x in ((1, nbx.from_numpy(a).to(device)), (0, nbx.from_numpy(np.ascontiguousarray(a.T)).to(device))):
+        host_a = a if axis == 1 else a.T
+        for largest, fn in ((True, nbx.max), (False, nbx.min)):
+            v, i = fn(x, axis)
+            exp_i = _first_extreme(host_a, largest, axis)
+            np.testing.assert_array_equal(H.host(i), exp_i, err_msg=f"{fn.__name__} indices, axis {axis}")
+            np.testing.assert_array_equal(H.host(v), np.take_along_axis(np.moveaxis(host_a, axis, -1),
+                                                                         exp_i[:, None], -1)[:, 0])
+            arg = (nbx.argmax if largest else nbx.argmin)(x, axis)
+            np.testing.assert_array_equal(H.host(arg), exp_i)
+            ext = (nbx.amax if largest else nbx.amin)(x, axis)
+            np.testing.assert_array_equal(H.host(ext), (np.max if largest else np.min)(host_a, axis))
+
+
+def test_arg_extrema_of_integer_extremes(device):
+    """Integer rows equal to the dtype's minimum (or maximum): the kernels' lanes start from the int64
+    identity, so no element beats it and the index must still be the first element."""
+    tile = H.block(device)
+    n = tile * 3 + 1
+    for dt, lo, hi in ((np.int8, -128, 127), (np.uint8, 0, 255), (np.int64, -2 ** 63, 2 ** 63 - 1)):
+        a = np.full((3, n), lo, dtype=dt)
+        a[1] = hi
+        a[2, [tile + 1, 2 * tile]] = hi
+        x = nbx.from_numpy(a).to(device)
+        for largest in (True, False):
+            v, i = (nbx.max if largest else nbx.min)(x, 1)
+            np.testing.assert_array_equal(H.host(i), _first_extreme(a, largest, 1), err_msg=str(dt))
+            np.testing.assert_array_equal(H.host(v), (a.max if largest else a.min)(1))
+
+
+# The settings benchmarks/sweep_reduce.py tries on the H200, as config overrides: results must not change.
+_SWEEP_SETTINGS = {
+    "reduce_rows": [dict(LOOP_STAGES=3, EVICT="evict_first"), dict(BLOCK_M=1, BLOCK_R=8, LOOP_STAGES=2)],
+    "reduce_cols": [dict(LOOP_STAGES=2, EVICT="evict_first"), dict(BLOCK_R=4, BLOCK_I=16, target_programs=16,
+                                                                  min_chunk=8)],
+}
+
+
+@pytest.mark.parametrize("op", sorted(_SWEEP_SETTINGS))
+def test_sweep_settings_keep_results(op, device):
+    from nbxtensor.runtime.configs import override
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((11, 29)).astype(np.float32)
+    a[3, 7] = np.nan
+    a[5] = -np.inf
+    x = nbx.from_numpy(a).to(device)
+    axis = 1 if op == "reduce_rows" else 0
+    for settings in _SWEEP_SETTINGS[op]:
+        with override(op, **settings):
+            np.testing.assert_allclose(H.host(nbx.sum(x, axis)), np.nansum(a, axis) * np.where(
+                np.isnan(a).any(axis), np.nan, 1), rtol=1e-5, atol=1e-5, err_msg=str(settings))
+            np.testing.assert_array_equal(H.host(nbx.amax(x, axis)), a.max(axis))
+            for largest in (True, False):
+                v, i = (nbx.max if largest else nbx.min)(x, axis)
+                np.testing.assert_array_equal(H.host(i), _first_extreme(a, largest, axis), err_msg=str(settings))
+            vm = nbx.var_mean(x[6:], axis)
+            np.testing.assert_allclose(H.host(vm[0]), a[6:].var(axis, ddof=1), rtol=1e-4)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The kernels compile for the H200 (sm90) here, without a GPU
 # ---------------------------------------------------------------------------------------------------------
@@ -364,6 +463,9 @@ _AOT_CASES = [(c, 0) for c in _AOT] + [(c, s) for c in _AOT for s in (1, 2)
 
 @pytest.mark.parametrize("case,stage", _AOT_CASES, ids=[f"{c[0]}-{c[1]}-{c[3]}-stage{s}" for c, s in _AOT_CASES])
 def test_kernels_compile_for_sm90(case, stage):
+    """Every state kind compiles for sm90 with the tables' plain loop, and (raw-element stages) with the sweep's
+    loop settings too: a pipelined loop (``LOOP_STAGES``), an eviction policy and a neutral element for masked
+    lanes (``OTHER``, where the launcher sets one)."""
     reason = H.aot_skip_reason()
     if reason:
         pytest.skip(reason)
@@ -382,6 +484,10 @@ def test_kernels_compile_for_sm90(case, stage):
              "sy2o": "i64", "sy2i": "i64", "p": "fp32", "corr": "fp32"}
     consts = dict(KIND=kind, PRE=pre, FIN=fin, STAGE=stage, HAS_Y=True, HAS_Y2=kind in (R.K_ARGMAX, R.K_MINMAX,
                                                                                       R.K_WELFORD),
-                  LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2)
+                  LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None)
     H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=2, BLOCK_R=2048), num_warps=8)
     H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=16, BLOCK_I=256), num_warps=8)
+    if stage == 0 and kind in (R.K_SUM, R.K_ARGMAX) and xt == "*bf16":
+        tuned = dict(consts, LOOP_STAGES=3, EVICT="evict_first", OTHER=ident)
+        H.compile_sm90(R._reduce_rows_kernel, types, dict(tuned, BLOCK_M=1, BLOCK_R=4096), num_warps=4)
+        H.compile_sm90(R._reduce_cols_kernel, types, dict(tuned, BLOCK_R=32, BLOCK_I=256), num_warps=8)

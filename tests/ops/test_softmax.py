@@ -126,6 +126,59 @@ def test_wide_vocabulary_row(device):
     H.assert_close(y, (e / e.sum(1, keepdims=True)).astype(np.float32), T.float32, reduced=n, what="vocab row")
 
 
+def test_looped_rows_special_values_per_lane(device):
+    """The looped path's per-lane online (max, sum) with special values at chosen positions: first and last
+    element, one lane across steps, a new maximum after a -inf run, a lone +inf (NaN row, as PyTorch), NaN, a
+    row of -inf but one finite value in its last tile, and a range where every other exponential underflows."""
+    tile = H.block(device, "softmax_rows", "BLOCK_N")
+    n = tile * 3 + 5
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((8, n)).astype(np.float32)
+    a[0, 0], a[0, n - 1] = -np.inf, -np.inf
+    a[1, :tile + 2] = -np.inf  # lanes start at -inf, then see finite values
+    a[2, tile + 3] = np.inf
+    a[3, 2 * tile + 1] = np.nan
+    a[4, :] = -np.inf
+    a[4, n - 2] = 3.0
+    a[5, ::2] = -1000.0
+    a[5, 1::2] = 1000.0
+    a[6, :] = 7.0  # uniform: 1 / n everywhere
+    a[7, tile - 1] = 80.0  # a dominant maximum after the first step
+    x = nbx.from_numpy(a).to(device)
+    for name in ("softmax", "log_softmax"):
+        rec = registry.get(name)
+        _check(rec, a, x, {"dim": 1}, f"{name}[per-lane specials]")
+        _check(rec, np.ascontiguousarray(a.T), nbx.from_numpy(np.ascontiguousarray(a.T)).to(device), {"dim": 0},
+               f"{name}[per-lane specials, strided dim]")
+
+
+# The settings benchmarks/sweep_reduce.py tries on the H200, as config overrides: results must not change. A
+# persistent grid of programs_per_sm programs per SM (4 SMs under the interpreter) loops over the row blocks.
+_SWEEP_SETTINGS = [
+    ("softmax_rows", dict(programs_per_sm=1, LOOP_STAGES=3, EVICT="evict_last", EVICT2="evict_first")),
+    ("softmax_rows", dict(BLOCK_M=1, programs_per_sm=2, RCP=True)),
+    ("softmax_rows", dict(RCP=False, LOOP_STAGES=2)),
+    ("softmax_cols", dict(LOOP_STAGES=2, EVICT="evict_first", RCP=True)),
+]
+
+
+@pytest.mark.parametrize("op,settings", _SWEEP_SETTINGS, ids=[f"{o}-{i}" for i, (o, _) in enumerate(_SWEEP_SETTINGS)])
+def test_sweep_settings_keep_results(op, settings, device):
+    from nbxtensor.runtime.configs import override
+    tile = H.block(device, "softmax_rows", "BLOCK_N")
+    rng = np.random.default_rng(5)
+    for n in (tile - 3, tile * 2 + 3):  # one tile, looped
+        a = rng.standard_normal((9, n)).astype(np.float32)
+        a[2, 1] = -np.inf
+        a[4, :] = -np.inf
+        if op == "softmax_cols":
+            a = np.ascontiguousarray(a.T)
+        dim = 1 if op == "softmax_rows" else 0
+        with override(op, **settings):
+            for name in ("softmax", "log_softmax"):
+                _check(registry.get(name), a, nbx.from_numpy(a).to(device), {"dim": dim}, f"{name}[{settings}, {n}]")
+
+
 def test_functional_signature_and_methods(device):
     F = nbx.nn.functional
     x = nbx.tensor([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]], device=device)
@@ -159,8 +212,22 @@ def test_kernels_compile_for_sm90(xt, log, one_tile):
         pytest.skip(reason)
     import triton.language as tl
     from nbxtensor.ops import softmax as SM
-    types = {"x_ptr": xt, "y_ptr": xt, "O": "i32", "I": "i32", "N": "i32", "sxo": "i64", "sxn": "i64", "sxi": "i64",
-             "syo": "i64", "syn": "i64", "syi": "i64"}
-    consts = dict(LOG=log, ONE_TILE=one_tile, ACC=tl.float64 if xt == "*fp64" else tl.float32)
-    H.compile_sm90(SM._softmax_rows_kernel, types, dict(consts, BLOCK_M=1, BLOCK_N=8192), num_warps=16)
+    types = {"x_ptr": xt, "y_ptr": xt, "O": "i32", "I": "i32", "N": "i32", "NBLK": "i32", "sxo": "i64", "sxn": "i64",
+             "sxi": "i64", "syo": "i64", "syn": "i64", "syi": "i64"}
+    f64 = xt == "*fp64"
+    consts = dict(LOG=log, ONE_TILE=one_tile, ACC=tl.float64 if f64 else tl.float32, RCP=not one_tile,
+                  LOOP_STAGES=None, EVICT="", EVICT2="", HW_CVT=True, FTZ=not f64,
+                  LOWEST=float(np.finfo(np.float64 if f64 else np.float32).min))
+    k = H.compile_sm90(SM._softmax_rows_kernel, types, dict(consts, BLOCK_M=1, BLOCK_N=8192, ROW_STAGES=None),
+                       num_warps=16)
+    if xt == "*bf16":  # HW_CVT: bfloat16 results by the hardware's round-to-nearest-even conversion
+        assert "cvt.rn.bf16x2.f32" in k.asm["ptx"] or "cvt.rn.bf16.f32" in k.asm["ptx"]
     H.compile_sm90(SM._softmax_cols_kernel, types, dict(consts, BLOCK_N=32, BLOCK_I=128))
+    # the sweep's settings: a persistent grid with a pipelined row loop (one tile) or pipelined column loops,
+    # eviction policies, division instead of the reciprocal
+    if xt != "*bf16":
+        return
+    tuned = dict(consts, RCP=one_tile, LOOP_STAGES=3, EVICT="evict_last", EVICT2="evict_first")
+    H.compile_sm90(SM._softmax_rows_kernel, types, dict(tuned, BLOCK_M=1, BLOCK_N=4096, ROW_STAGES=3 if one_tile else
+                                                        None), num_warps=8)
+    H.compile_sm90(SM._softmax_cols_kernel, types, dict(tuned, BLOCK_N=32, BLOCK_I=128))

@@ -25,7 +25,11 @@ has the input's dtype; weight and bias may have any floating dtype and are read 
 **Kernels**: ``_norm_rows_kernel`` serves layer_norm, rms_norm and group_norm: each row of the contiguous
 ``(rows, N)`` view is normalised (group_norm's rows are (sample, group) pairs, and element ``n`` of a row takes
 channel ``group * C/G + n // HW`` for its affine parameters); rows that fit ``BLOCK_N`` are read once, longer
-rows twice (statistics, then output). ``_batch_norm_kernel`` is elementwise over ``(N*C, spatial)`` rows with
+rows twice (statistics, then output). With a persistent grid (config ``programs_per_sm``) each program loops over
+row blocks, loads layer_norm's/rms_norm's weight and bias once, and (``LOOP_STAGES``) prefetches the next row
+with ``cp.async`` while it normalises this one; ``EVICT``/``EVICT2`` set L2 policies (benchmarks/sweep_reduce.py
+times these settings on the H200). bfloat16 results are rounded by the hardware's ``cvt.rn.bf16.f32``
+(:func:`~.reduction.out_convert`). ``_batch_norm_kernel`` is elementwise over ``(N*C, spatial)`` rows with
 per-channel scale and shift. Non-contiguous inputs are copied to contiguous first.
 
 The ``cpu`` implementations use NumPy in the same dtypes (two-pass statistics); the oracles are float64.
@@ -40,11 +44,12 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.table import DType
 from ..runtime.configs import launch_config
+from ..runtime.launcher import interpreting
 from ..runtime.triton_compat import jit, tl
 from ..shapes import numel
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
-from .reduction import FLOATS, cdiv, launch_quiet, welford_combine
+from .reduction import FLOATS, cdiv, launch_quiet, loop_meta, out_convert, persistent_grid, welford_combine
 from .registry import Cost, OpRecord, register
 from .triton_helpers import TL_DTYPES, convert, div_rn, rcp_rn, sqrt_rn
 
@@ -64,80 +69,99 @@ def _affine(y, ch, msk, w_ptr, b_ptr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, 
 
 
 @jit
-def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, RMS: tl.constexpr, HAS_W: tl.constexpr,
-                      HAS_B: tl.constexpr, ONE_TILE: tl.constexpr, GROUPED: tl.constexpr, ACC: tl.constexpr,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Normalise BLOCK_M rows of the contiguous ``(M, N)`` input; element n of row r uses affine parameter
-    ``(r % G) * CPG + n // HW`` (layer_norm/rms_norm: G = HW = 1). GROUPED (group_norm with HW > 1, looped
-    path): the output pass walks channel by channel (a scalar weight per row and channel), so no element
-    needs an integer division."""
+def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, RMS: tl.constexpr, HAS_W: tl.constexpr,
+                      HAS_B: tl.constexpr, ONE_TILE: tl.constexpr, GROUPED: tl.constexpr, SHARED: tl.constexpr,
+                      ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
+                      ROW_STAGES: tl.constexpr, EVICT: tl.constexpr, EVICT2: tl.constexpr, HW_CVT: tl.constexpr):
+    """Normalise the contiguous ``(M, N)`` input BLOCK_M rows at a time; program ``pid`` takes the row blocks
+    ``pid, pid + grid, ...`` of NBLK (one each unless the grid is persistent). Element n of row r uses affine
+    parameter ``(r % G) * CPG + n // HW`` (layer_norm/rms_norm: G = HW = 1). SHARED (one tile, every row uses
+    parameters 0..N-1): weight and bias are loaded once per program, before the row loop, in their own dtype.
+    GROUPED (group_norm with HW > 1, looped path): the output pass walks channel by channel (a scalar weight per
+    row and channel), so no element needs an integer division. EVICT is the L2 policy of the statistics loads,
+    EVICT2 of the output pass's loads and of the stores; ROW_STAGES pipelines the row loop (one tile)."""
     pid = tl.program_id(0)
-    rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < M
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
-    base = rows[:, None] * N
-    ch0 = ((rows % G) * CPG)[:, None]
     n_f = N * tl.full([], 1, ACC)  # N in ACC, by arithmetic (an int argument equal to 1 arrives as a constexpr)
-    if ONE_TILE:
-        msk = row_ok[:, None] & (lanes < N)[None, :]
-        x = tl.where(msk, convert(tl.load(x_ptr + base + lanes[None, :], mask=msk), ACC), 0.0)
-        if RMS:
-            r = rcp_rn(sqrt_rn(div_rn(tl.sum(x * x, 1), n_f) + eps))
-            y = x * r[:, None]
-        else:
-            mean = div_rn(tl.sum(x, 1), n_f)
-            d = tl.where(msk, x - mean[:, None], 0.0)
-            r = rcp_rn(sqrt_rn(div_rn(tl.sum(d * d, 1), n_f) + eps))
-            y = d * r[:, None]
-        ch = ch0 + (tl.arange(0, BLOCK_N) // HW)[None, :]  # int32 division: n < BLOCK_N
-        y = _affine(y, ch, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
-        tl.store(y_ptr + base + lanes[None, :], convert(y, y_ptr.dtype.element_ty), mask=msk)
-    else:
-        mean = tl.zeros([BLOCK_M], ACC)
-        m2 = tl.zeros([BLOCK_M], ACC)
-        cnt = tl.zeros([BLOCK_M], ACC)
-        for n0 in range(0, N, BLOCK_N):
-            n = n0 + lanes
-            msk = row_ok[:, None] & (n < N)[None, :]
-            x = tl.where(msk, convert(tl.load(x_ptr + base + n[None, :], mask=msk), ACC), 0.0)
+    OUT: tl.constexpr = y_ptr.dtype.element_ty
+    if SHARED:
+        pmsk = (lanes < N)[None, :]
+        if HAS_W:
+            w_row = tl.load(w_ptr + lanes[None, :], mask=pmsk)
+        if HAS_B:
+            b_row = tl.load(b_ptr + lanes[None, :], mask=pmsk)
+    for blk in tl.range(pid, NBLK, tl.num_programs(0), num_stages=ROW_STAGES):
+        rows = blk * tl.full([BLOCK_M], BLOCK_M, tl.int64) + tl.arange(0, BLOCK_M)  # int64 (blk may be a Python int)
+        row_ok = rows < M
+        base = rows[:, None] * N
+        ch0 = ((rows % G) * CPG)[:, None]
+        if ONE_TILE:
+            msk = row_ok[:, None] & (lanes < N)[None, :]
+            x = convert(tl.load(x_ptr + base + lanes[None, :], mask=msk, other=0.0, eviction_policy=EVICT), ACC)
             if RMS:
-                m2 += tl.sum(x * x, 1)
+                r = rcp_rn(sqrt_rn(div_rn(tl.sum(x * x, 1), n_f) + eps))
+                y = x * r[:, None]
             else:
-                # this tile's (mean, M2) by two passes over registers, merged with Chan's formula
-                c = tl.sum(msk.to(ACC), 1)
-                cm = div_rn(tl.sum(x, 1), tl.where(c < 1.0, 1.0, c))
-                d = tl.where(msk, x - cm[:, None], 0.0)
-                mean, m2, cnt = welford_combine(mean, m2, cnt, cm, tl.sum(d * d, 1), c)
-        r = rcp_rn(sqrt_rn(div_rn(m2, n_f) + eps))
-        if GROUPED:
-            for ci in range(0, CPG):
-                chan = ch0 + ci  # [BLOCK_M, 1]: one affine parameter per row for this channel
-                scale = r[:, None]
-                shift = -mean[:, None] * r[:, None]
+                mean = div_rn(tl.sum(x, 1), n_f)
+                d = tl.where(msk, x - mean[:, None], 0.0)
+                r = rcp_rn(sqrt_rn(div_rn(tl.sum(d * d, 1), n_f) + eps))
+                y = d * r[:, None]
+            if SHARED:
                 if HAS_W:
-                    wv = convert(tl.load(w_ptr + chan, mask=row_ok[:, None]), ACC)
-                    scale = scale * wv
-                    shift = shift * wv
+                    y = y * convert(w_row, ACC)
                 if HAS_B:
-                    shift = shift + convert(tl.load(b_ptr + chan, mask=row_ok[:, None]), ACC)
-                cbase = base + ci * HW
-                for s0 in range(0, HW, BLOCK_N):
-                    sp = s0 + lanes
-                    msk = row_ok[:, None] & (sp < HW)[None, :]
-                    x = convert(tl.load(x_ptr + cbase + sp[None, :], mask=msk), ACC)
-                    y = convert(x * scale + shift, y_ptr.dtype.element_ty)
-                    tl.store(y_ptr + cbase + sp[None, :], y, mask=msk)
+                    y = y + convert(b_row, ACC)
+            else:
+                ch = ch0 + (tl.arange(0, BLOCK_N) // HW)[None, :]  # int32 division: n < BLOCK_N
+                y = _affine(y, ch, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
+            tl.store(y_ptr + base + lanes[None, :], out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
         else:
-            for n0 in range(0, N, BLOCK_N):
+            mean = tl.zeros([BLOCK_M], ACC)
+            m2 = tl.zeros([BLOCK_M], ACC)
+            cnt = tl.zeros([BLOCK_M], ACC)
+            for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
                 n = n0 + lanes
                 msk = row_ok[:, None] & (n < N)[None, :]
-                x = convert(tl.load(x_ptr + base + n[None, :], mask=msk), ACC)
+                x = convert(tl.load(x_ptr + base + n[None, :], mask=msk, other=0.0, eviction_policy=EVICT), ACC)
                 if RMS:
-                    y = x * r[:, None]
+                    m2 += tl.sum(x * x, 1)
                 else:
-                    y = (x - mean[:, None]) * r[:, None]
-                y = _affine(y, ch0 + n[None, :] // HW, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
-                tl.store(y_ptr + base + n[None, :], convert(y, y_ptr.dtype.element_ty), mask=msk)
+                    # this tile's (mean, M2) by two passes over registers, merged with Chan's formula
+                    c = tl.sum(msk.to(ACC), 1)
+                    cm = div_rn(tl.sum(x, 1), tl.where(c < 1.0, 1.0, c))
+                    d = tl.where(msk, x - cm[:, None], 0.0)
+                    mean, m2, cnt = welford_combine(mean, m2, cnt, cm, tl.sum(d * d, 1), c)
+            r = rcp_rn(sqrt_rn(div_rn(m2, n_f) + eps))
+            if GROUPED:
+                for ci in range(0, CPG):
+                    chan = ch0 + ci  # [BLOCK_M, 1]: one affine parameter per row for this channel
+                    scale = r[:, None]
+                    shift = -mean[:, None] * r[:, None]
+                    if HAS_W:
+                        wv = convert(tl.load(w_ptr + chan, mask=row_ok[:, None]), ACC)
+                        scale = scale * wv
+                        shift = shift * wv
+                    if HAS_B:
+                        shift = shift + convert(tl.load(b_ptr + chan, mask=row_ok[:, None]), ACC)
+                    cbase = base + ci * HW
+                    for s0 in tl.range(0, HW, BLOCK_N, num_stages=LOOP_STAGES):
+                        sp = s0 + lanes
+                        msk = row_ok[:, None] & (sp < HW)[None, :]
+                        x = convert(tl.load(x_ptr + cbase + sp[None, :], mask=msk, eviction_policy=EVICT2), ACC)
+                        y = out_convert(x * scale + shift, OUT, HW_CVT)
+                        tl.store(y_ptr + cbase + sp[None, :], y, mask=msk, eviction_policy=EVICT2)
+            else:
+                for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
+                    n = n0 + lanes
+                    msk = row_ok[:, None] & (n < N)[None, :]
+                    x = convert(tl.load(x_ptr + base + n[None, :], mask=msk, eviction_policy=EVICT2), ACC)
+                    if RMS:
+                        y = x * r[:, None]
+                    else:
+                        y = (x - mean[:, None]) * r[:, None]
+                    y = _affine(y, ch0 + n[None, :] // HW, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
+                    tl.store(y_ptr + base + n[None, :], out_convert(y, OUT, HW_CVT), mask=msk,
+                             eviction_policy=EVICT2)
 
 
 @jit
@@ -173,12 +197,23 @@ def _acc(d: DType) -> DType:
 
 def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *, rows: int, n: int, rms: bool,
                      eps: float, groups: int = 1, cpg: int = 0, hw: int = 1, op: str = "layer_norm") -> None:
-    """Run ``_norm_rows_kernel`` on contiguous ``x``/``y`` seen as ``(rows, n)``; ``w``/``b`` contiguous."""
+    """Run ``_norm_rows_kernel`` on contiguous ``x``/``y`` seen as ``(rows, n)``; ``w``/``b`` contiguous.
+
+    The ``norm_rows`` config gives ``BLOCK_M``/``BLOCK_N``/``num_warps`` and optionally ``programs_per_sm``
+    (a persistent grid: weight and bias read once per program), ``LOOP_STAGES`` (pipelining of the row loop on
+    one tile, of the column loops otherwise), ``EVICT``/``EVICT2`` (L2 policies, see the kernel)."""
     cfg = launch_config("norm_rows", x.device, dtypes=(x.dtype,), rows=rows, cols=n)
-    launch_quiet(_norm_rows_kernel, (cdiv(rows, cfg["BLOCK_M"]),), x, w if w is not None else x,
-                 b if b is not None else x, y, rows, n, groups, cpg, hw, float(eps), RMS=rms, HAS_W=w is not None,
-                 HAS_B=b is not None, ONE_TILE=n <= cfg["BLOCK_N"], GROUPED=n > cfg["BLOCK_N"] and hw > 1,
-                 ACC=TL_DTYPES[_acc(x.dtype).name], **cfg)
+    one = n <= cfg["BLOCK_N"]
+    nblk = cdiv(rows, cfg["BLOCK_M"])
+    grid = persistent_grid(nblk, cfg, x.device)
+    meta = loop_meta(cfg)
+    meta["EVICT2"] = str(meta.get("EVICT2") or "")
+    meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
+    meta["HW_CVT"] = not interpreting()
+    launch_quiet(_norm_rows_kernel, (grid,), x, w if w is not None else x, b if b is not None else x, y, rows, n,
+                 groups, cpg, hw, float(eps), nblk, RMS=rms, HAS_W=w is not None, HAS_B=b is not None, ONE_TILE=one,
+                 GROUPED=not one and hw > 1, SHARED=one and groups == 1 and hw == 1 and grid < nblk,
+                 ACC=TL_DTYPES[_acc(x.dtype).name], **meta)
 
 
 def launch_batch_norm(x: Tensor, rm: Tensor, rv: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *,

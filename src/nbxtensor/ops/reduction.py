@@ -27,6 +27,17 @@ combine; nanmean (sum, count). When there are too few outputs to fill the GPU (`
 the config's ``target_programs``), the reduced axis is split: a first launch writes per-chunk states to a
 workspace and a second launch of the same kernel combines them (``STAGE`` 1 and 2).
 
+**Per-element cost** (the loop body is what bounds bandwidth; counted on the sm_90 SASS, bf16 input, 16 elements
+per thread and step): a sum is a conversion and an add; extrema one NaN-propagating ``max.NaN``/``min.NaN``
+(:func:`~.triton_helpers.maximum_fast`, :func:`minimum_fast`) instead of three selects; arg-extrema keep per lane
+the value and the int32 loop step it came from and take a new element only when it is strictly better or the
+first NaN (a lane sees its indices in increasing order, so ties keep the first occurrence without comparing
+indices; :func:`_fold`), the int64 index being rebuilt once after the loop: about 7 instructions per element
+instead of 15, which had made ``max(dim)`` compute-bound. Masked lanes of the last tile read the op's neutral
+element (``OTHER``: 0, 1, +-inf for floating inputs) so the fold needs no mask. The loop settings of the
+config tables (:func:`loop_meta`: ``LOOP_STAGES`` prefetches the next tiles with ``cp.async``, ``EVICT`` the
+input's L2 policy) are tuning knobs that benchmarks/sweep_reduce.py times on the H200.
+
 ``var_mean``/``std_mean`` return a NaN mean wherever the variance is NaN because the row holds +-inf or NaN (one
 rule for every summation order; PyTorch's sequential Welford gives NaN there unless the inf is the row's last
 element).
@@ -49,6 +60,7 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -66,9 +78,10 @@ from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from .registry import Cost, OpRecord, register
 from .triton_helpers import (TL_DTYPES, argmax_combine, argmin_combine, convert, div_rn, ieee_options, libdevice,
-                             maximum, minimum, nan_argmax, nan_argmin, nan_max, nan_min, rcp_rn, sqrt_rn)
+                             maximum, maximum_fast, minimum, nan_argmax, nan_argmin, nan_max_fast, rcp_rn, sqrt_rn)
 
-__all__ = ["return_types", "canonical3", "memory_groups", "collapse_dims", "reduce_dims", "acc_dtype",
+__all__ = ["return_types", "canonical3", "memory_groups", "collapse_dims", "reduce_dims", "acc_dtype", "loop_meta",
+           "minimum_fast", "nan_min_fast", "lse_combine", "sm_count", "persistent_grid", "out_convert",
            "launch_reduction", "launch_quiet", "FLOATS", "INTS", "BARE_UINTS", "cdiv", "check_input", "compute_input",
            "new_out", "finish_out", "refuse_dtype", "tmp_like_groups", "welford_combine", "sqrt_rn"]
 
@@ -207,8 +220,21 @@ def _sum_pair(a0, a1, b0, b1):
 
 
 @jit
+def minimum_fast(a, b):
+    """``torch.minimum`` through the hardware's NaN-propagating minimum (``min.NaN.f32``; a compare and select
+    for float64, ``min`` for integers): the counterpart of :func:`~.triton_helpers.maximum_fast` for hot loops."""
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@jit
+def nan_min_fast(x, axis: tl.constexpr):
+    """``tl.min`` with PyTorch's NaN rule, combined by :func:`minimum_fast`."""
+    return tl.reduce(x, axis, minimum_fast)
+
+
+@jit
 def _minmax_combine(a0, a1, b0, b1):
-    return minimum(a0, b0), maximum(a1, b1)
+    return minimum_fast(a0, b0), maximum_fast(a1, b1)
 
 
 @jit
@@ -225,7 +251,7 @@ def welford_combine(ma, qa, na, mb, qb, nb):
 
 
 @jit
-def _lse_combine(ma, sa, mb, sb):
+def lse_combine(ma, sa, mb, sb):
     # (m, s) stands for m + log(s), s = sum of exp(x - m) over the elements seen. One exp per combine: the
     # smaller max is rescaled to the larger. Equal maxima (also +-inf) just add their sums, so -inf rows stay
     # -inf and +inf rows +inf; NaN propagates through the max. libdevice's expf, as PyTorch's exp (tl.exp is
@@ -292,9 +318,9 @@ def _combine(a, b, c, va, vb, vc, m, KIND: tl.constexpr):
     elif KIND == 1:
         a = tl.where(m, a * va, a)
     elif KIND == 2:
-        a = tl.where(m, maximum(a, va), a)
+        a = tl.where(m, maximum_fast(a, va), a)
     elif KIND == 3:
-        a = tl.where(m, minimum(a, va), a)
+        a = tl.where(m, minimum_fast(a, va), a)
     elif KIND == 4:
         na, nb = argmax_combine(a, b, va, vb)
         a = tl.where(m, na, a)
@@ -304,15 +330,15 @@ def _combine(a, b, c, va, vb, vc, m, KIND: tl.constexpr):
         a = tl.where(m, na, a)
         b = tl.where(m, nb, b)
     elif KIND == 6:
-        a = tl.where(m, minimum(a, va), a)
-        b = tl.where(m, maximum(b, vb), b)
+        a = tl.where(m, minimum_fast(a, va), a)
+        b = tl.where(m, maximum_fast(b, vb), b)
     elif KIND == 7:
         na, nb, nc = welford_combine(a, b, c, va, vb, vc)
         a = tl.where(m, na, a)
         b = tl.where(m, nb, b)
         c = tl.where(m, nc, c)
     elif KIND == 8:
-        na, nb = _lse_combine(a, b, va, vb)
+        na, nb = lse_combine(a, b, va, vb)
         a = tl.where(m, na, a)
         b = tl.where(m, nb, b)
     else:
@@ -329,8 +355,22 @@ def _fold(a, b, c, va, vb, vc, m, step, KIND: tl.constexpr, STAGE: tl.constexpr,
     makes M2 NaN as in PyTorch) with one reciprocal per iteration instead of a division per element: every
     active lane has seen exactly ``step`` elements before, because a lane only ever runs out at the end of its
     range. Everything else combines states (:func:`_combine`). The reciprocal is IEEE (:func:`rcp_rn`), so the
-    increment ``d * inv`` is within an ulp of ATen's ``d / n`` and exact when ``n`` is a power of two."""
-    if KIND == 7 and STAGE != 2:
+    increment ``d * inv`` is within an ulp of ATen's ``d / n`` and exact when ``n`` is a power of two.
+
+    Arg-extrema of raw elements keep, per lane, the value and the iteration ``step`` it came from (int32; the
+    index is rebuilt once after the loop by :func:`_lane_index`). A lane sees its elements in increasing index
+    order, so a later element replaces the lane's value only when strictly better or when it is the first NaN:
+    ties keep the first occurrence without comparing indices (PyTorch's rule), and a lane's initial state (the
+    identity at step 0) stands for its first element whenever no element beats it."""
+    if (KIND == 4 or KIND == 5) and STAGE != 2:
+        if KIND == 4:
+            better = va > a
+        else:
+            better = va < a
+        take = m & (better | ((va != va) & (a == a)))
+        a = tl.where(take, va, a)
+        b = tl.where(take, step, b)
+    elif KIND == 7 and STAGE != 2:
         inv = rcp_rn(_as(step + 1, ACC))
         d = va - a
         na = a + d * inv
@@ -354,11 +394,11 @@ def _lanes(a, b, c, AXIS: tl.constexpr, KIND: tl.constexpr):
         rb = ra
         rc = ra
     elif KIND == 2:
-        ra = nan_max(a, AXIS)
+        ra = nan_max_fast(a, AXIS)
         rb = ra
         rc = ra
     elif KIND == 3:
-        ra = nan_min(a, AXIS)
+        ra = nan_min_fast(a, AXIS)
         rb = ra
         rc = ra
     elif KIND == 4:
@@ -373,7 +413,7 @@ def _lanes(a, b, c, AXIS: tl.constexpr, KIND: tl.constexpr):
     elif KIND == 7:
         ra, rb, rc = tl.reduce((a, b, c), AXIS, welford_combine)
     elif KIND == 8:
-        ra, rb = tl.reduce((a, b), AXIS, _lse_combine)
+        ra, rb = tl.reduce((a, b), AXIS, lse_combine)
         rc = ra
     else:
         ra, rb = tl.reduce((a, b), AXIS, _sum_pair)
@@ -416,14 +456,24 @@ def _finish(ra, rb, rc, n_total, p, corr, FIN: tl.constexpr, ACC: tl.constexpr):
 
 @jit
 def _init_state(KIND: tl.constexpr, IDENT: tl.constexpr, IDENT2: tl.constexpr, ACC: tl.constexpr,
-                S0: tl.constexpr, S1: tl.constexpr):
+                S0: tl.constexpr, S1: tl.constexpr, STAGE: tl.constexpr):
     a = tl.full([S0, S1], IDENT, ACC)
-    if KIND == 4 or KIND == 5:
+    if (KIND == 4 or KIND == 5) and STAGE != 2:
+        b = tl.zeros([S0, S1], tl.int32)  # the step of the lane's best element (see _fold)
+    elif KIND == 4 or KIND == 5:
         b = tl.full([S0, S1], IDENT2, tl.int64)
     else:
         b = tl.full([S0, S1], IDENT2, ACC)
     c = tl.zeros([S0, S1], ACC)
     return a, b, c
+
+
+@jit
+def _lane_index(b, first, BLOCK_R: tl.constexpr):
+    """The int64 index of each lane's best element from its step ``b`` (raw arg-extrema, see :func:`_fold`);
+    ``first`` is the lane's first position ``r_lo + lane``. A lane that saw no element has ``first >= R``, past
+    every real index, so its (identity, index) loses every tie in the final tree without a test."""
+    return first + b.to(tl.int64) * BLOCK_R
 
 
 @jit
@@ -455,7 +505,8 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         O, R, chunk, n_total, sxo, sxr, syo, sy2o, p, corr,
                         KIND: tl.constexpr, PRE: tl.constexpr, FIN: tl.constexpr, STAGE: tl.constexpr,
                         HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr,
-                        IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
+                        IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr,
+                        LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr):
     """Reduce ``x[o, r]`` (offset ``o * sxo + r * sxr``) over r for BLOCK_M rows o; program axis 1 picks the
     chunk ``[sid * chunk, (sid + 1) * chunk)`` of r (one chunk unless the reduction is split).
 
@@ -467,19 +518,25 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
     row_ok = rows < O
     lanes = tl.arange(0, BLOCK_R)
     r_lo = sid.to(tl.int64) * chunk
-    a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_M, BLOCK_R)
+    a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_M, BLOCK_R, STAGE)
     row_off = rows[:, None] * sxo
-    for r0 in range(0, chunk, BLOCK_R):
+    for r0 in tl.range(0, chunk, BLOCK_R, num_stages=LOOP_STAGES):
         r = r_lo + r0 + lanes
         m = row_ok[:, None] & (r < R)[None, :]
         off = row_off + r[None, :] * sxr
         if STAGE == 2:
             va, vb, vc = _load_states(x_ptr, x1_ptr, x2_ptr, off, m, KIND)
         else:
-            raw = tl.load(x_ptr + off, mask=m)
             idx = tl.broadcast_to(r[None, :], [BLOCK_M, BLOCK_R])
+            if OTHER is None:
+                raw = tl.load(x_ptr + off, mask=m, eviction_policy=EVICT)
+            else:  # masked lanes read the op's neutral element: the fold needs no mask (fewer live predicates)
+                raw = tl.load(x_ptr + off, mask=m, other=OTHER, eviction_policy=EVICT)
+                m = tl.full([BLOCK_M, BLOCK_R], 1, tl.int1)
             va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
         a, b, c = _fold(a, b, c, va, vb, vc, m, r0 // BLOCK_R, KIND, STAGE, ACC)
+    if (KIND == 4 or KIND == 5) and STAGE != 2:
+        b = _lane_index(b, (r_lo + lanes)[None, :], BLOCK_R)
     ra, rb, rc = _lanes(a, b, c, 1, KIND)
     if STAGE == 1:
         _store_states(w0_ptr, w1_ptr, w2_ptr, rows * tl.num_programs(1) + sid, row_ok, ra, rb, rc, KIND)
@@ -496,7 +553,8 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         I, R, chunk, n_total, sxo, sxr, sxi, syo, syi, sy2o, sy2i, p, corr,
                         KIND: tl.constexpr, PRE: tl.constexpr, FIN: tl.constexpr, STAGE: tl.constexpr,
                         HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr,
-                        IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
+                        IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
+                        LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr):
     """Reduce ``x[o, r, i]`` over r for one o and BLOCK_I consecutive i (lanes along i: coalesced when
     ``sxi == 1``); program axis 0 enumerates (o, i-block), axis 1 the chunk of r as in the rows kernel.
     STAGE 1 writes states to ``w[o, sid, i]``."""
@@ -508,19 +566,25 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
     col_ok = cols < I
     lanes = tl.arange(0, BLOCK_R)
     r_lo = sid.to(tl.int64) * chunk
-    a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_R, BLOCK_I)
+    a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_R, BLOCK_I, STAGE)
     col_off = o * sxo + cols[None, :] * sxi
-    for r0 in range(0, chunk, BLOCK_R):
+    for r0 in tl.range(0, chunk, BLOCK_R, num_stages=LOOP_STAGES):
         r = r_lo + r0 + lanes
         m = (r < R)[:, None] & col_ok[None, :]
         off = col_off + r[:, None] * sxr
         if STAGE == 2:
             va, vb, vc = _load_states(x_ptr, x1_ptr, x2_ptr, off, m, KIND)
         else:
-            raw = tl.load(x_ptr + off, mask=m)
             idx = tl.broadcast_to(r[:, None], [BLOCK_R, BLOCK_I])
+            if OTHER is None:
+                raw = tl.load(x_ptr + off, mask=m, eviction_policy=EVICT)
+            else:  # masked lanes read the op's neutral element: the fold needs no mask (fewer live predicates)
+                raw = tl.load(x_ptr + off, mask=m, other=OTHER, eviction_policy=EVICT)
+                m = tl.full([BLOCK_R, BLOCK_I], 1, tl.int1)
             va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
         a, b, c = _fold(a, b, c, va, vb, vc, m, r0 // BLOCK_R, KIND, STAGE, ACC)
+    if (KIND == 4 or KIND == 5) and STAGE != 2:
+        b = _lane_index(b, (r_lo + lanes)[:, None], BLOCK_R)
     ra, rb, rc = _lanes(a, b, c, 0, KIND)
     if STAGE == 1:
         _store_states(w0_ptr, w1_ptr, w2_ptr, (o * tl.num_programs(1) + sid) * I + cols, col_ok, ra, rb, rc, KIND)
@@ -542,6 +606,52 @@ def launch_quiet(kernel, grid, *args, **meta):
         with np.errstate(all="ignore"):
             return launch(kernel, grid, *args, **meta)
     return launch(kernel, grid, *args, **meta)
+
+
+def loop_meta(cfg: dict) -> dict:
+    """A config's launch keywords with the loop settings every kernel of these families takes, normalised:
+    ``LOOP_STAGES`` (software-pipelining depth of the main loop, ``tl.range(num_stages=...)``: Triton then
+    prefetches the loop's loads with ``cp.async`` into shared memory; 0 or absent leaves the loop unpipelined)
+    and ``EVICT`` (the L2 eviction policy of the streamed input loads: ``""``, ``"evict_first"`` or
+    ``"evict_last"``)."""
+    meta = dict(cfg)
+    meta["LOOP_STAGES"] = int(meta.get("LOOP_STAGES") or 0) or None
+    meta["EVICT"] = str(meta.get("EVICT") or "")
+    return meta
+
+
+@lru_cache(maxsize=None)
+def _sm_count_of(index: int) -> int:
+    from .. import cuda
+    return int(cuda.get_device_properties(index).multi_processor_count)
+
+
+def sm_count(device) -> int:
+    """Streaming multiprocessors of ``device`` (cached; 4 under the interpreter, so that a persistent grid of
+    ``programs_per_sm`` programs per SM still loops there)."""
+    if device.type == "cpu":
+        return 4
+    return _sm_count_of(device.index or 0)
+
+
+def persistent_grid(blocks: int, cfg: dict, device) -> int:
+    """Programs for ``blocks`` units of work: all of them, or at most ``programs_per_sm`` per SM when the config
+    asks for a persistent grid (each program then loops over units ``pid, pid + grid, ...``). Pops the key."""
+    pps = int(cfg.pop("programs_per_sm", 0) or 0)
+    return max(1, min(blocks, pps * sm_count(device))) if pps > 0 else max(1, blocks)
+
+
+@jit
+def out_convert(y, DT: tl.constexpr, HW_CVT: tl.constexpr):
+    """``y`` (float32/float64) converted to the output dtype DT for a store. With HW_CVT (the compiled tiers) a
+    float32 -> bfloat16 conversion is the hardware's ``cvt.rn.bf16.f32`` (round to nearest even, subnormals
+    kept, overflow to inf: the bits of :func:`~.triton_helpers.convert` but for NaN payloads, about 8 integer
+    instructions per element fewer); the interpreter, which truncates there, takes :func:`convert`."""
+    if HW_CVT and DT == tl.bfloat16 and y.dtype == tl.float32:
+        r = y.to(tl.bfloat16)
+    else:
+        r = convert(y, DT)
+    return r
 
 
 def acc_dtype(kind: int, d: DType) -> DType:
@@ -612,8 +722,13 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
     (ya, ycopy, syo, syi), (y2a, y2copy, sy2o, sy2i) = outs
     any_out = ya if ya is not None else y2a
     ident, ident2 = _identities(kind, acc)
+    # the neutral element read by masked lanes when one exists in x's dtype (else the fold masks them)
+    other = None
+    if pre == P_NONE and (kind == K_SUM or kind in (K_PROD, K_MAX, K_MIN, K_ARGMAX, K_ARGMIN)
+                          and x.dtype.kind == T.KIND_FLOAT):
+        other = ident
     consts = dict(KIND=kind, PRE=pre, FIN=fin, HAS_Y=ya is not None, HAS_Y2=y2a is not None,
-                  LOADT=TL_DTYPES[loadt.name], ACC=TL_DTYPES[acc.name], IDENT=ident, IDENT2=ident2)
+                  LOADT=TL_DTYPES[loadt.name], ACC=TL_DTYPES[acc.name], IDENT=ident, IDENT2=ident2, OTHER=other)
     if I == 1:
         cfg = launch_config("reduce_rows", dev, dtypes=(x.dtype,), rows=O, cols=R)
         base = cdiv(O, cfg["BLOCK_M"])
@@ -655,7 +770,7 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
     O, R, I = sizes
     sxo, sxr, sxi = sx
     syo, syi, sy2o, sy2i = sy
-    meta = dict(cfg)
+    meta = loop_meta(cfg)
     meta.update(consts)
     meta.update(ieee_options())  # libdevice (pow) without flush-to-zero, as nvcc's code
     meta["STAGE"] = stage

@@ -11,17 +11,25 @@ legacy implicit dim (0 for 0-, 1- and 3-dim inputs, else 1) with a warning.
 ``_softmax_rows_kernel`` when it is the innermost group (tiles ``[BLOCK_M, BLOCK_N]`` along the row) and
 ``_softmax_cols_kernel`` when it is strided (``[BLOCK_N, BLOCK_I]`` with lanes along the contiguous inner axis).
 A row that fits one tile (``N <= BLOCK_N``) is read once and written once. Longer rows (a 151 936-token
-vocabulary) take the looped path in the same kernel: one pass keeps the running maximum and the sum of
-exponentials rescaled to it (Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018), a second
-pass writes ``exp(x - m) / s``: two reads and one write, one launch. float16 and bfloat16 compute in float32 and
-round once; float64 computes in float64. As PyTorch's CUDA kernels, the final ``exp(x - m) / s`` is an IEEE
-division (:func:`~.triton_helpers.div_rn`; Triton's float32 ``/`` is the 2-ulp ``div.full.f32``) and
-``log(s)`` is libdevice's. The exponentials are ``tl.exp`` (``ex2.approx`` of ``x * log2(e)``), a deliberate
-fast path (one SFU instruction per element, two per element on the looped path): its relative error, about
-``|x - m| * 2**-24`` plus 2 ulp, stays below float32's rtol (1.3e-6) wherever a probability exceeds the atol
-(1e-5, i.e. ``x - m > -11.5``), and the family's tests widen both by the row length
-(:func:`~nbxtensor.dtypes.tolerance`), so the tolerance table covers it (checked on the sm_90 code by
-tests/ops/test_ptx_audit.py).
+vocabulary) take the looped path in the same kernel: pass 1 keeps, per lane, the running maximum and the sum of
+exponentials rescaled to it (Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018; one
+exponential per element, :func:`_lane_online`, and no cross-lane reduction inside the loop), combined across
+lanes once per row; pass 2 re-reads the row and writes: two reads and one write, one launch. With a persistent
+grid (config ``programs_per_sm``) few rows are in flight, so pass 2 can find its row in L2 (``EVICT``/``EVICT2``
+set the loads' and stores' L2 policies; benchmarks/sweep_reduce.py times these settings on the H200). float16
+and bfloat16 compute in float32 and round once; float64 computes in float64.
+
+Float semantics on the GPU: ``log(s)`` is libdevice's. The output of the looped path is ``exp(x - m) * (1 /
+s)`` with an IEEE reciprocal per row, as PyTorch's CUDA kernel for long rows (cunn_SoftMaxForwardGmem with
+``SoftMaxForwardWithMulEpilogue``); one-tile rows divide (IEEE, :func:`~.triton_helpers.div_rn`; Triton's float32
+``/`` is the 2-ulp ``div.full.f32``) unless the config sets ``RCP``. The exponentials are ``tl.exp``
+(``ex2.approx`` of ``x * log2(e)``), a deliberate fast path (one SFU instruction per element): its relative
+error, about ``|x - m| * 2**-24`` plus 2 ulp, stays below float32's rtol (1.3e-6) wherever a probability exceeds
+the atol (1e-5, i.e. ``x - m > -11.5``), and the family's tests widen both by the row length
+(:func:`~nbxtensor.dtypes.tolerance`), so the tolerance table covers it. Pass 1's sums use the flush-to-zero
+form (config ``FAST_EXP``, default on; :func:`_exp_neg_abs`), which changes no sum; the written probabilities
+keep subnormals. bfloat16 results are rounded by the hardware's ``cvt.rn.bf16.f32``
+(:func:`~.reduction.out_convert`). Checked on the sm_90 code by tests/ops/test_ptx_audit.py.
 
 The ``cpu`` implementation is NumPy in the same dtypes; the oracle is float64.
 """
@@ -36,14 +44,15 @@ from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..runtime.configs import launch_config
+from ..runtime.launcher import interpreting
 from ..runtime.triton_compat import jit, tl
 from ..shapes import contiguous_strides, wrap_dim
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
-from .reduction import (FLOATS, canonical3, cdiv, check_input, collapse_dims, finish_out, launch_quiet, new_out,
-                        tmp_like_groups)
+from .reduction import (FLOATS, canonical3, cdiv, check_input, collapse_dims, finish_out, launch_quiet, lse_combine,
+                        loop_meta, new_out, out_convert, persistent_grid, tmp_like_groups)
 from .registry import Cost, OpRecord, register
-from .triton_helpers import TL_DTYPES, convert, div_rn, libdevice, maximum, nan_max
+from .triton_helpers import TL_DTYPES, convert, div_rn, libdevice, maximum_fast, nan_max_fast, rcp_rn
 
 __all__ = ["launch_softmax"]
 
@@ -52,65 +61,117 @@ __all__ = ["launch_softmax"]
 # Kernels
 # ---------------------------------------------------------------------------------------------------------
 @jit
-def _online(m, s, x, AXIS: tl.constexpr):
-    """Fold a block ``x`` (masked lanes -inf) into the running (max, sum of exp(x - max)) along AXIS.
-
-    The shift is 0 while the running max is -inf, so blocks of -inf add 0 instead of NaN; an all -inf row
-    keeps (-inf, 0) and ends as NaN in the output pass; +inf and NaN make the sum NaN, as PyTorch's. ``tl.exp``
-    is the bounded fast path of the module docstring."""
-    m_new = maximum(m, nan_max(x, AXIS))
-    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp(m - shift)
-    s = tl.where(s == 0.0, 0.0, s * alpha) + tl.sum(tl.exp(x - tl.expand_dims(shift, AXIS)), AXIS)
-    return m_new, s
+def _exp_neg_abs(d, FTZ: tl.constexpr):
+    """``exp(-|d|)`` for pass 1's sums. ``FTZ`` (float32 on the GPU): one ``ex2.approx.ftz.f32`` of
+    ``|d| * -log2(e)`` (a single ``MUFU.EX2``, as ops/attention.py's scores); ``tl.exp`` under the IEEE launch
+    options is ``ex2.approx.f32``, which ptxas widens with a range test and two predicated multiplies to produce
+    subnormal results. These results only feed sums that hold at least exp(0) = 1, or rescale such a sum before
+    1 is added to it, so flushing results below ``2**-126`` changes no sum; the written probabilities keep
+    ``tl.exp``."""
+    if FTZ:
+        r = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [tl.abs(d) * -1.4426950408889634],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        r = tl.exp(-tl.abs(d))
+    return r
 
 
 @jit
-def _softmax_rows_kernel(x_ptr, y_ptr, O, N, sxo, sxn, syo, syn, LOG: tl.constexpr, ONE_TILE: tl.constexpr,
-                         ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """softmax of ``x[o, n]`` over n (innermost) for BLOCK_M rows."""
+def _lane_online(m, s, x, FTZ: tl.constexpr):
+    """Fold one element per lane (``x``; masked lanes -inf) into the lanes' running maximum ``m`` and sum ``s``
+    of ``exp(. - m)``, with one exponential per element (the online normaliser of Milakov & Gimelshein, kept
+    per lane so the loop has no cross-lane reduction; PyTorch's cunn_SoftMaxForwardGmem keeps per-thread pairs
+    too).
+
+    With ``d = x - m``: a new maximum (``d > 0``) rescales the sum by ``exp(m - x) = exp(-|d|)`` and adds
+    ``exp(0)``; otherwise the element adds ``exp(x - m) = exp(-|d|)``. Lanes start at the lowest finite value
+    (not -inf), so ``d`` of a -inf element is -inf, never ``-inf - -inf``: it adds 0 and an all -inf lane stays
+    (lowest, 0). NaN propagates through ``d`` and the maximum; a +inf makes the lane's maximum +inf, and
+    :func:`_lanes_final` then makes its sum NaN (``exp(inf - inf)``, as PyTorch's ``sum(exp(x - max))``)."""
+    d = x - m
+    e = _exp_neg_abs(d, FTZ)
+    s = tl.where(d > 0.0, s * e + 1.0, s + e)
+    return maximum_fast(m, x), s
+
+
+@jit
+def _lanes_final(m, s, AXIS: tl.constexpr):
+    """The row's (max, sum) from the lanes' states (:func:`_lane_online`): a +inf maximum makes a lane's sum
+    NaN, then the lanes combine by :func:`~.reduction.lse_combine`. An all -inf row ends at (lowest, 0), whose
+    output pass gives NaN (``exp(-inf - lowest) * (1 / 0)`` and ``-inf - lowest - log(0)``), as PyTorch."""
+    s = tl.where(m == float("inf"), float("nan"), s)
+    return tl.reduce((m, s), AXIS, lse_combine)
+
+
+@jit
+def _softmax_rows_kernel(x_ptr, y_ptr, O, N, NBLK, sxo, sxn, syo, syn, LOG: tl.constexpr, ONE_TILE: tl.constexpr,
+                         RCP: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         LOOP_STAGES: tl.constexpr, ROW_STAGES: tl.constexpr, EVICT: tl.constexpr,
+                         EVICT2: tl.constexpr, HW_CVT: tl.constexpr, FTZ: tl.constexpr,
+                         LOWEST: tl.constexpr):
+    """softmax of ``x[o, n]`` over n (innermost), BLOCK_M rows per step; program ``pid`` takes the row blocks
+    ``pid, pid + grid, ...`` of NBLK (one each unless the grid is persistent).
+
+    One tile (N <= BLOCK_N): read once, max and sum across the tile, write. Looped: pass 1 keeps per-lane
+    (max, sum) states (:func:`_lane_online`) combined once per row (:func:`_lanes_final`), pass 2
+    re-reads and writes. EVICT is the L2 policy of pass 1's loads (``evict_last`` keeps a row in L2 for pass
+    2), EVICT2 of pass 2's loads and of the stores. RCP: multiply by the IEEE reciprocal of the sum (PyTorch's
+    ``SoftMaxForwardWithMulEpilogue``) instead of an IEEE division per element."""
     pid = tl.program_id(0)
-    rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < O
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
-    xrow = x_ptr + rows[:, None] * sxo
-    yrow = y_ptr + rows[:, None] * syo
-    if ONE_TILE:
-        msk = row_ok[:, None] & (lanes < N)[None, :]
-        x = convert(tl.load(xrow + lanes[None, :] * sxn, mask=msk), ACC)
-        x = tl.where(msk, x, float("-inf"))
-        m = nan_max(x, 1)
-        e = tl.exp(x - m[:, None])  # the fast path the module docstring bounds (ex2.approx)
-        s = tl.sum(tl.where(msk, e, 0.0), 1)
-        if LOG:
-            y = x - m[:, None] - libdevice.log(s)[:, None]
-        else:
-            y = div_rn(e, s[:, None])
-        tl.store(yrow + lanes[None, :] * syn, convert(y, y_ptr.dtype.element_ty), mask=msk)
-    else:
-        m = tl.full([BLOCK_M], float("-inf"), ACC)
-        s = tl.zeros([BLOCK_M], ACC)
-        for n0 in range(0, N, BLOCK_N):
-            n = n0 + lanes
-            msk = row_ok[:, None] & (n < N)[None, :]
-            x = convert(tl.load(xrow + n[None, :] * sxn, mask=msk), ACC)
-            m, s = _online(m, s, tl.where(msk, x, float("-inf")), 1)
-        ls = libdevice.log(s)
-        for n0 in range(0, N, BLOCK_N):
-            n = n0 + lanes
-            msk = row_ok[:, None] & (n < N)[None, :]
-            x = convert(tl.load(xrow + n[None, :] * sxn, mask=msk), ACC)
+    OUT: tl.constexpr = y_ptr.dtype.element_ty
+    for blk in tl.range(pid, NBLK, tl.num_programs(0), num_stages=ROW_STAGES):
+        rows = blk * tl.full([BLOCK_M], BLOCK_M, tl.int64) + tl.arange(0, BLOCK_M)  # int64 (blk may be a Python int)
+        row_ok = rows < O
+        xrow = x_ptr + rows[:, None] * sxo
+        yrow = y_ptr + rows[:, None] * syo
+        if ONE_TILE:
+            msk = row_ok[:, None] & (lanes < N)[None, :]
+            x = convert(tl.load(xrow + lanes[None, :] * sxn, mask=msk, other=float("-inf"), eviction_policy=EVICT),
+                        ACC)
+            m = nan_max_fast(x, 1)
+            e = tl.exp(x - m[:, None])  # the fast path the module docstring bounds (ex2.approx)
+            s = tl.sum(tl.where(msk, e, 0.0), 1)
             if LOG:
-                y = x - m[:, None] - ls[:, None]
+                y = x - m[:, None] - libdevice.log(s)[:, None]
+            elif RCP:
+                y = e * rcp_rn(s)[:, None]
             else:
-                y = div_rn(tl.exp(x - m[:, None]), s[:, None])
-            tl.store(yrow + n[None, :] * syn, convert(y, y_ptr.dtype.element_ty), mask=msk)
+                y = div_rn(e, s[:, None])
+            tl.store(yrow + lanes[None, :] * syn, out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
+        else:
+            m = tl.full([BLOCK_M, BLOCK_N], LOWEST, ACC)
+            s = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+            for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
+                n = n0 + lanes
+                msk = row_ok[:, None] & (n < N)[None, :]
+                x = convert(tl.load(xrow + n[None, :] * sxn, mask=msk, other=float("-inf"), eviction_policy=EVICT),
+                            ACC)
+                m, s = _lane_online(m, s, x, FTZ)
+            m, s = _lanes_final(m, s, 1)
+            ls = libdevice.log(s)
+            inv = rcp_rn(s)
+            for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
+                n = n0 + lanes
+                msk = row_ok[:, None] & (n < N)[None, :]
+                x = convert(tl.load(xrow + n[None, :] * sxn, mask=msk, eviction_policy=EVICT2), ACC)
+                if LOG:
+                    y = x - m[:, None] - ls[:, None]
+                elif RCP:
+                    y = tl.exp(x - m[:, None]) * inv[:, None]
+                else:
+                    y = div_rn(tl.exp(x - m[:, None]), s[:, None])
+                tl.store(yrow + n[None, :] * syn, out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
 
 
 @jit
 def _softmax_cols_kernel(x_ptr, y_ptr, I, N, sxo, sxn, sxi, syo, syn, syi, LOG: tl.constexpr,
-                         ONE_TILE: tl.constexpr, ACC: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_I: tl.constexpr):
-    """softmax of ``x[o, n, i]`` over n (strided) for one o and BLOCK_I consecutive i."""
+                         ONE_TILE: tl.constexpr, RCP: tl.constexpr, ACC: tl.constexpr, BLOCK_N: tl.constexpr,
+                         BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr,
+                         EVICT2: tl.constexpr, HW_CVT: tl.constexpr, FTZ: tl.constexpr,
+                         LOWEST: tl.constexpr):
+    """softmax of ``x[o, n, i]`` over n (strided) for one o and BLOCK_I consecutive i: tiles ``[BLOCK_N,
+    BLOCK_I]`` with lanes along the contiguous i; the looped path keeps per-lane states as the rows kernel."""
     pid = tl.program_id(0)
     nib = tl.cdiv(I, BLOCK_I)
     o = (pid // nib).to(tl.int64)
@@ -119,36 +180,56 @@ def _softmax_cols_kernel(x_ptr, y_ptr, I, N, sxo, sxn, sxi, syo, syn, syi, LOG: 
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
     xcol = x_ptr + o * sxo + cols[None, :] * sxi
     ycol = y_ptr + o * syo + cols[None, :] * syi
+    OUT: tl.constexpr = y_ptr.dtype.element_ty
     if ONE_TILE:
         msk = (lanes < N)[:, None] & col_ok[None, :]
-        x = convert(tl.load(xcol + lanes[:, None] * sxn, mask=msk), ACC)
-        x = tl.where(msk, x, float("-inf"))
-        m = nan_max(x, 0)
+        x = convert(tl.load(xcol + lanes[:, None] * sxn, mask=msk, other=float("-inf"), eviction_policy=EVICT), ACC)
+        m = nan_max_fast(x, 0)
         e = tl.exp(x - m[None, :])
         s = tl.sum(tl.where(msk, e, 0.0), 0)
         if LOG:
             y = x - m[None, :] - libdevice.log(s)[None, :]
+        elif RCP:
+            y = e * rcp_rn(s)[None, :]
         else:
             y = div_rn(e, s[None, :])
-        tl.store(ycol + lanes[:, None] * syn, convert(y, y_ptr.dtype.element_ty), mask=msk)
+        tl.store(ycol + lanes[:, None] * syn, out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
     else:
-        m = tl.full([BLOCK_I], float("-inf"), ACC)
-        s = tl.zeros([BLOCK_I], ACC)
-        for n0 in range(0, N, BLOCK_N):
+        m = tl.full([BLOCK_N, BLOCK_I], LOWEST, ACC)
+        s = tl.zeros([BLOCK_N, BLOCK_I], ACC)
+        for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
             n = n0 + lanes
             msk = (n < N)[:, None] & col_ok[None, :]
-            x = convert(tl.load(xcol + n[:, None] * sxn, mask=msk), ACC)
-            m, s = _online(m, s, tl.where(msk, x, float("-inf")), 0)
+            x = convert(tl.load(xcol + n[:, None] * sxn, mask=msk, other=float("-inf"), eviction_policy=EVICT), ACC)
+            m, s = _lane_online(m, s, x, FTZ)
+        m, s = _lanes_final(m, s, 0)
         ls = libdevice.log(s)
-        for n0 in range(0, N, BLOCK_N):
+        inv = rcp_rn(s)
+        for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
             n = n0 + lanes
             msk = (n < N)[:, None] & col_ok[None, :]
-            x = convert(tl.load(xcol + n[:, None] * sxn, mask=msk), ACC)
+            x = convert(tl.load(xcol + n[:, None] * sxn, mask=msk, eviction_policy=EVICT2), ACC)
             if LOG:
                 y = x - m[None, :] - ls[None, :]
+            elif RCP:
+                y = tl.exp(x - m[None, :]) * inv[None, :]
             else:
                 y = div_rn(tl.exp(x - m[None, :]), s[None, :])
-            tl.store(ycol + n[:, None] * syn, convert(y, y_ptr.dtype.element_ty), mask=msk)
+            tl.store(ycol + n[:, None] * syn, out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
+
+
+def _meta(cfg: dict, one_tile: bool, acc) -> dict:
+    """Launch keywords from a softmax config: the loop settings (:func:`~.reduction.loop_meta`), ``EVICT2``,
+    ``RCP`` (default: multiply by the reciprocal on the looped path, divide on one tile), ``FAST_EXP`` (default
+    on: :func:`_exp_sum`'s single ``ex2.approx.ftz`` in the looped path's sums, float32 on the GPU) and the
+    hardware bfloat16 conversion on compiled tiers."""
+    meta = loop_meta(cfg)
+    meta["EVICT2"] = str(meta.get("EVICT2") or "")
+    meta["RCP"] = bool(meta.get("RCP", not one_tile))
+    meta["FTZ"] = bool(meta.pop("FAST_EXP", True)) and not interpreting() and acc == tl.float32
+    meta["HW_CVT"] = not interpreting()
+    meta["LOWEST"] = float(np.finfo(np.float64 if acc == tl.float64 else np.float32).min)
+    return meta
 
 
 def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
@@ -167,12 +248,20 @@ def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
     acc = TL_DTYPES["float64" if x.dtype is T.float64 else "float32"]
     if I == 1:
         cfg = launch_config("softmax_rows", x.device, dtypes=(x.dtype,), rows=O, cols=N)
-        launch_quiet(_softmax_rows_kernel, (cdiv(O, cfg["BLOCK_M"]),), x, y, O, N, sxo, sxn, st[0], st[1], LOG=log,
-                     ONE_TILE=N <= cfg["BLOCK_N"], ACC=acc, **cfg)
+        one = N <= cfg["BLOCK_N"]
+        nblk = cdiv(O, cfg["BLOCK_M"])
+        grid = persistent_grid(nblk, cfg, x.device)
+        meta = _meta(cfg, one, acc)
+        # the row loop is pipelined only on one tile (the looped path pipelines its inner loops)
+        meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
+        launch_quiet(_softmax_rows_kernel, (grid,), x, y, O, N, nblk, sxo, sxn, st[0], st[1], LOG=log, ONE_TILE=one,
+                     ACC=acc, **meta)
     else:
         cfg = launch_config("softmax_cols", x.device, dtypes=(x.dtype,), rows=N, cols=I)
+        one = N <= cfg["BLOCK_N"]
+        cfg.pop("programs_per_sm", None)
         launch_quiet(_softmax_cols_kernel, (O * cdiv(I, cfg["BLOCK_I"]),), x, y, I, N, sxo, sxn, sxi, st[0], st[1],
-                     st[2], LOG=log, ONE_TILE=N <= cfg["BLOCK_N"], ACC=acc, **cfg)
+                     st[2], LOG=log, ONE_TILE=one, ACC=acc, **_meta(cfg, one, acc))
     if ycopy is not None:
         ycopy.copy_(y)
 

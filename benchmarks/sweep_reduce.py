@@ -1,0 +1,392 @@
+"""Sweep of the launch settings of reductions, softmax/log_softmax and norms on the GPU (issue 4's bandwidth rows).
+
+Cases (bfloat16, the issue's >= 256 MiB tensors): ``sum``, ``amax``, ``max(dim)`` (values and indices) and
+``min(dim)`` of 32768x8192 along dim -1 (the ``reduce_rows`` kernel) and dim 0 (``reduce_cols``);
+``softmax``/``log_softmax`` of 2048x151936 along dim -1 (``softmax_rows``, the looped path); ``layer_norm`` (with
+weight and bias) and ``rms_norm`` (with weight) of 32768x8192 (``norm_rows``, one tile per row). Each candidate
+setting is laid over the table's matching rule with :func:`nbxtensor.runtime.configs.override` and timed through
+the public op with CUDA events and an L2 flush before every run (benchmarks/harness.py: ``run_benchmark``,
+``percentiles``; bench_ops.py's clock). Variant ``table`` (the table's own setting) runs first for every case;
+the first call of every other variant is compared with the table's output on the device (values by the dtype's
+tolerance, indices exactly) and a mismatch is marked, never hidden. Every exception is recorded per variant and
+the sweep goes on. GB/s come from the op's cost declaration (the bytes bench_ops.py counts, computed once per
+case with the table's setting: the looped softmax counts two reads and a write), % of 4800 GB/s (H200 HBM3e).
+
+Variants run rank by rank across cases (every case's table setting, then every case's first candidate, ...),
+each case's candidates ordered most promising first, so a budget cut drops the least promising ones. The sweep
+stops starting work when ``--budget-s`` (default 120 s, compiles included) would be exceeded.
+
+Run on the H200 from the source tree::
+
+    PYTHONPATH=src python3 benchmarks/sweep_reduce.py --out $OUT/sweep --budget-s 120
+
+Smoke test on a host without a GPU (the interpreter runs the same variants on tiny shapes)::
+
+    NBX_TRITON_INTERPRET=1 PYTHONPATH=src python3 benchmarks/sweep_reduce.py --device cpu --smoke --out /tmp/sw
+
+Writes ``DIR/sweep_reduce.csv`` (one row per case and variant) and prints, per case, the table's setting and the
+best variants (GB/s, % of 4800, ms, check), then the best variant per case and, per config rule, the variant
+with the best geometric mean over the rule's cases (the entry to write into runtime/configs/sm90.json).
+
+What the settings mean (all optional keys of the rules; absent = the kernels' plain behaviour):
+``BLOCK_M``/``BLOCK_R``/``BLOCK_I``/``BLOCK_N``/``num_warps`` the tile; ``LOOP_STAGES`` software pipelining of
+the streaming loop (``tl.range(num_stages=...)``: cp.async prefetch into shared memory); ``EVICT``/``EVICT2`` L2
+eviction policies (first pass / second pass and stores); ``programs_per_sm`` a persistent grid (softmax: fewer
+rows in flight, so a row's second read can hit L2; norms: weight and bias loaded once per program and the next
+row prefetched when ``LOOP_STAGES`` is set); ``RCP`` softmax multiplies by an IEEE reciprocal instead of
+dividing; ``FAST_EXP`` (default on) one ``ex2.approx.ftz`` per element in softmax's first pass;
+``target_programs``/``min_chunk`` when a reduction splits its reduced axis; ``maxnreg`` a register cap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import time
+import traceback
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+if os.path.isdir(os.path.join(REPO, "src", "nbxtensor")) and os.path.join(REPO, "src") not in sys.path:
+    sys.path.insert(0, os.path.join(REPO, "src"))
+
+import harness as H  # noqa: E402
+
+PEAK_GBPS = 4800.0  # H200 HBM3e datasheet
+TARGET_PCT = H.TARGET_PCT_BW
+
+# Candidate settings per config rule, most promising first (the table's own rule always runs first as "table").
+# Why each is here: see the module docstring; the interpreter tier runs the same settings in
+# tests/ops/test_{reduction,softmax,norm}.py (test_sweep_settings_keep_results).
+VARIANTS = {
+    "reduce_rows": [  # table: BLOCK_M 2, BLOCK_R 2048, 8 warps: 16 elements (2 x 16 B) in flight per thread
+        {"BLOCK_M": 1, "BLOCK_R": 8192, "num_warps": 8},            # a whole row per step: 4 x 16 B per thread
+        {"LOOP_STAGES": 3},                                          # cp.async prefetch of the next two tiles
+        {"BLOCK_M": 4, "BLOCK_R": 2048, "num_warps": 8},
+        {"BLOCK_M": 1, "BLOCK_R": 4096, "num_warps": 4, "LOOP_STAGES": 3},
+        {"BLOCK_M": 2, "BLOCK_R": 4096, "num_warps": 16},
+        {"BLOCK_M": 1, "BLOCK_R": 8192, "num_warps": 16, "EVICT": "evict_first"},
+        {"BLOCK_M": 1, "BLOCK_R": 2048, "num_warps": 4, "LOOP_STAGES": 4},
+        {"BLOCK_M": 4, "BLOCK_R": 1024, "num_warps": 4},
+    ],
+    "reduce_cols": [  # table: BLOCK_R 16, BLOCK_I 256, 8 warps, split to 1024 programs (chunks of >= 1024 rows)
+        {"BLOCK_R": 32, "BLOCK_I": 256, "num_warps": 8},
+        {"LOOP_STAGES": 3},
+        {"BLOCK_R": 16, "BLOCK_I": 512, "num_warps": 8, "target_programs": 2048},
+        {"BLOCK_R": 8, "BLOCK_I": 1024, "num_warps": 8, "target_programs": 2048},
+        {"BLOCK_R": 32, "BLOCK_I": 128, "num_warps": 4, "target_programs": 4096, "min_chunk": 256},
+        {"BLOCK_R": 64, "BLOCK_I": 256, "num_warps": 16, "LOOP_STAGES": 2},
+        {"target_programs": 4096, "min_chunk": 256},
+        {"EVICT": "evict_first"},
+    ],
+    "softmax_rows": [  # table (wide rows): BLOCK_M 1, BLOCK_N 4096, 8 warps, one program per row
+        {"programs_per_sm": 1, "BLOCK_N": 8192, "num_warps": 16, "LOOP_STAGES": 3},
+        {"programs_per_sm": 1, "BLOCK_N": 8192, "num_warps": 16, "EVICT": "evict_last", "EVICT2": "evict_first"},
+        {"BLOCK_N": 8192, "num_warps": 16},
+        {"LOOP_STAGES": 3},
+        {"programs_per_sm": 2, "BLOCK_N": 4096, "num_warps": 8, "LOOP_STAGES": 3},
+        {"EVICT": "evict_last", "EVICT2": "evict_first"},
+        {"programs_per_sm": 1, "BLOCK_N": 4096, "num_warps": 16, "LOOP_STAGES": 4},
+        {"BLOCK_N": 2048, "num_warps": 4},
+        {"FAST_EXP": False},
+    ],
+    "norm_rows": [  # table (8192 columns): BLOCK_M 1, BLOCK_N 8192, 16 warps, one program per row
+        {"programs_per_sm": 2, "LOOP_STAGES": 3},                    # persistent, params once, next row prefetched
+        {"programs_per_sm": 1, "LOOP_STAGES": 3},
+        {"num_warps": 8},
+        {"programs_per_sm": 2, "LOOP_STAGES": 2, "maxnreg": 64},
+        {"BLOCK_M": 2, "num_warps": 16},
+        {"programs_per_sm": 4, "num_warps": 8, "LOOP_STAGES": 2},
+        {"EVICT2": "evict_first"},
+        {"num_warps": 32},
+    ],
+}
+
+
+class Case:
+    """One benchmarked call: ``name``, the config ``rule`` its kernel reads, the op's table name ``op``, the
+    inputs (``InputSpec``s), ``call(tensors) -> result``, the cost arguments ``cost_args(tensors) -> (args,
+    kwargs)`` and the shape facts of the rule's key (for printing the table's setting)."""
+
+    def __init__(self, name, rule, op, specs, call, cost_args, facts, sum_like=False):
+        self.name, self.rule, self.op, self.specs, self.call = name, rule, op, specs, call
+        self.cost_args, self.facts, self.sum_like = cost_args, facts, sum_like
+
+
+def build_cases(nbx, smoke: bool) -> list[Case]:
+    F = nbx.nn.functional
+    # smoke: the interpreter's tables (tiles of 16) see the GPU's paths: several tiles per reduced row, a looped
+    # softmax row, norm rows of one tile
+    rows, cols = (8, 40) if smoke else (32768, 8192)
+    vrows, vcols = (2, 70) if smoke else (2048, 151936)
+    nrows, ncols = (6, 16) if smoke else (32768, 8192)
+    x = H.InputSpec((rows, cols), "bfloat16", "normal", seed=0)
+    v = H.InputSpec((vrows, vcols), "bfloat16", "normal", seed=3)
+    xn = H.InputSpec((nrows, ncols), "bfloat16", "normal", seed=0)
+    w = H.InputSpec((ncols,), "bfloat16", "normal", seed=1)
+    b = H.InputSpec((ncols,), "bfloat16", "normal", seed=2)
+    out = []
+    for fname, fn, sum_like in (("sum", nbx.sum, True), ("amax", nbx.amax, False), ("max", nbx.max, False),
+                                ("min", nbx.min, False)):
+        for dim, rule, facts in ((-1, "reduce_rows", dict(rows=rows, cols=cols)),
+                                 (0, "reduce_cols", dict(rows=rows, cols=cols))):
+            label = f"{fname}(dim={dim})" if fname in ("max", "min") else f"{fname} dim{dim}"
+            out.append(Case(label, rule, fname, [x], lambda t, fn=fn, dim=dim: fn(t[0], dim),
+                            lambda t, dim=dim: ((t[0], dim), {}), facts, sum_like))
+    for name in ("softmax", "log_softmax"):
+        out.append(Case(f"{name} {vrows}x{vcols}", "softmax_rows", name, [v],
+                        lambda t, name=name: getattr(nbx, name)(t[0], -1), lambda t: ((t[0], -1), {}),
+                        dict(rows=vrows, cols=vcols)))
+    out.append(Case("layer_norm", "norm_rows", "layer_norm", [xn, w, b],
+                    lambda t: F.layer_norm(t[0], [ncols], t[1], t[2], 1e-5),
+                    lambda t: ((t[0], [ncols], t[1], t[2]), {"eps": 1e-5}), dict(rows=nrows, cols=ncols)))
+    out.append(Case("rms_norm", "norm_rows", "rms_norm", [xn, w], lambda t: F.rms_norm(t[0], [ncols], t[1], 1e-6),
+                    lambda t: ((t[0], [ncols], t[1]), {"eps": 1e-6}), dict(rows=nrows, cols=ncols)))
+    return out
+
+
+def smoke_settings(settings: dict) -> dict:
+    """A variant's settings for the interpreter (--smoke): tiles capped at 32 and split targets at 16, so the
+    same code paths run on tiny shapes in seconds (the interpreter's cost grows with the tile)."""
+    out = {}
+    for k, v in settings.items():
+        if k.startswith("BLOCK_") or k == "min_chunk":
+            v = min(v, 32)
+        elif k == "target_programs":
+            v = min(v, 16)
+        out[k] = v
+    return out
+
+
+def _outputs(res) -> list:
+    return list(res) if isinstance(res, (tuple, list)) else [res]
+
+
+def check_same(nbx, got, ref, sum_like: bool) -> str:
+    """'ok' when every output of ``got`` matches ``ref`` (floats by the dtype's tolerance, NaN equal to NaN, a
+    sum's absolute slack for reordered float32 accumulation; integers exactly), else a short reason. Runs on the
+    device with the library's own ops (no host copy of 600 MB outputs)."""
+    from nbxtensor.dtypes import table as T, tolerance
+    g, r = _outputs(got), _outputs(ref)
+    if len(g) != len(r):
+        return f"mismatch: {len(g)} outputs, table {len(r)}"
+    for k, (a, e) in enumerate(zip(g, r)):
+        if tuple(a.shape) != tuple(e.shape) or a.dtype is not e.dtype:
+            return f"mismatch: output {k} {a.dtype.name}{list(a.shape)} vs {e.dtype.name}{list(e.shape)}"
+        if a.dtype.kind == T.KIND_FLOAT:
+            tol = tolerance(a.dtype)
+            ok = nbx.isclose(a.float(), e.float(), rtol=tol.rtol, atol=tol.atol + (1e-2 if sum_like else 0.0),
+                             equal_nan=True).all().item()
+        else:
+            ok = (a == e).all().item()
+        if not ok:
+            return f"mismatch: output {k}"
+    return "ok"
+
+
+def _fmt_settings(s: dict) -> str:
+    return json.dumps(s, separators=(",", ":"), sort_keys=True) if s else "table"
+
+
+CSV_FIELDS = ["case", "op", "rule", "variant", "settings", "table_config", "status", "p20_ms", "p50_ms", "p80_ms",
+              "gbps", "pct_of_4800", "bytes", "first_call_s", "gpu", "commit", "date"]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="output folder (sweep_reduce.csv is written there)")
+    p.add_argument("--budget-s", type=float, default=120.0, help="stop starting variants when the next one would "
+                   "pass this many seconds, compiles included (0: no limit)")
+    p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (the interpreter; with --smoke)")
+    p.add_argument("--smoke", action="store_true", help="tiny shapes, short timing (host smoke test)")
+    p.add_argument("--cases", default="", help="comma-separated substrings of case names (default: all)")
+    p.add_argument("--rules", default="", help="comma-separated config rules to sweep (default: all)")
+    a = p.parse_args(argv)
+    t0 = time.monotonic()
+    import nbxtensor as nbx
+    import nbxtensor.nn.functional  # noqa: F401  (functional ops register on import)
+    from bench_ops import device_facts, git_commit, make_clock
+    from nbxtensor.ops import registry
+    from nbxtensor.runtime.configs import launch_config, override
+    dev = a.device
+    if dev.startswith("cuda") and not (hasattr(nbx, "cuda") and nbx.cuda.is_available()):
+        print("sweep_reduce: no CUDA device is available (use --device cpu --smoke with NBX_TRITON_INTERPRET=1)",
+              file=sys.stderr)
+        return 2
+    os.makedirs(a.out, exist_ok=True)
+    facts = device_facts(nbx, dev)
+    timing = H.TimingConfig(warmup_ms=10.0, rep_ms=40.0, min_reps=5, max_reps=40)
+    if a.smoke or dev == "cpu":
+        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=1.0, min_reps=1, max_reps=2, flush_bytes=1 << 20)
+    elif facts.get("l2"):
+        timing.flush_bytes = max(timing.flush_bytes, 4 * facts["l2"])
+    notes: list[str] = []
+    clock = make_clock(nbx, dev, timing.flush_bytes, notes)
+    commit, date = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%S")
+    cases = build_cases(nbx, a.smoke)
+    if a.cases:
+        want = [s.strip() for s in a.cases.split(",") if s.strip()]
+        cases = [c for c in cases if any(w in c.name for w in want)]
+    if a.rules:
+        rules = {s.strip() for s in a.rules.split(",")}
+        cases = [c for c in cases if c.rule in rules]
+    inputs: dict = {}
+
+    def tensors(case):
+        out = []
+        for spec in case.specs:
+            if spec not in inputs:
+                t = nbx.from_numpy(H.host_array(spec))
+                inputs[spec] = t.to(dev) if dev != "cpu" else t
+            out.append(inputs[spec])
+        return out
+
+    state = {c.name: {"ref": None, "bytes": None, "table": None} for c in cases}
+    rows: list[dict] = []
+    csv_path = os.path.join(a.out, "sweep_reduce.csv")
+    fcsv = open(csv_path, "w", newline="", encoding="utf-8")
+    writer = csv.DictWriter(fcsv, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    plan = [(rank, c, s) for rank in range(1 + max(len(v) for v in VARIANTS.values()))
+            for c in cases for s in ([{}] + VARIANTS[c.rule])[rank:rank + 1]]
+    print(f"sweep_reduce: {len(plan)} variants over {len(cases)} cases on {facts['gpu']} (commit {commit}); "
+          f"budget {a.budget_s:.0f} s", flush=True)
+    est, n_done, skipped = (0.5 if a.smoke else 3.0), 0, 0
+    for rank, case, settings in plan:
+        elapsed = time.monotonic() - t0
+        if a.budget_s and elapsed + est > a.budget_s:
+            skipped += 1
+            continue
+        st = state[case.name]
+        row = {"case": case.name, "op": case.op, "rule": case.rule, "variant": "table" if not settings else
+               f"v{rank}", "settings": _fmt_settings(settings), "gpu": facts["gpu"], "commit": commit, "date": date}
+        t_var = time.monotonic()
+        run_settings = smoke_settings(settings) if a.smoke else settings
+        try:
+            ts = tensors(case)
+            if st["bytes"] is None:
+                args, kwargs = case.cost_args(ts)
+                c = registry.get(case.op).cost(*args, **kwargs)
+                st["bytes"] = int(c.bytes_read + c.bytes_written)
+                st["table"] = launch_config(case.rule, ts[0].device, dtypes=(ts[0].dtype,), **case.facts)
+            row["table_config"] = _fmt_settings(st["table"])
+            row["bytes"] = st["bytes"]
+            if not settings and st["ref"] is not None:
+                raise RuntimeError("table variant ran twice")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with (override(case.rule, **run_settings) if run_settings else _null()):
+                    fn = (lambda ts=ts: case.call(ts))
+                    res = fn()
+                    clock.synchronize()
+                    row["first_call_s"] = round(time.monotonic() - t_var, 2)
+                    if not settings:
+                        st["ref"] = res
+                        row["status"] = "ok (reference)"
+                    elif st["ref"] is None:
+                        row["status"] = "unchecked (the table variant failed)"
+                    else:
+                        row["status"] = check_same(nbx, res, st["ref"], case.sum_like)
+                    del res
+                    times = H.run_benchmark(fn, clock, timing)
+            p20, p50, p80 = H.percentiles(times)
+            gbps = st["bytes"] / (p50 * 1e-3) / 1e9
+            row.update(p20_ms=round(p20, 4), p50_ms=round(p50, 4), p80_ms=round(p80, 4), gbps=round(gbps, 3),
+                       pct_of_4800=round(100 * gbps / PEAK_GBPS, 2))
+        except Exception as e:  # noqa: BLE001 - record, go on with the next variant
+            msg = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+            row["status"] = f"error: {msg}"
+            with open(os.path.join(a.out, "sweep_reduce.log"), "a", encoding="utf-8") as log:
+                log.write(f"--- {case.name} {_fmt_settings(settings)}\n{traceback.format_exc()}\n")
+        dt_var = time.monotonic() - t_var
+        n_done += 1
+        est = max(est * 0.5 + dt_var * 0.5, 0.5)
+        rows.append(row)
+        writer.writerow({k: row.get(k, "") for k in CSV_FIELDS})
+        fcsv.flush()
+    fcsv.close()
+    for c in cases:  # free the references before printing
+        state[c.name]["ref"] = None
+    report(rows, cases, state, skipped, time.monotonic() - t0, a.budget_s, csv_path, notes)
+    return 0
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _ok(r: dict) -> bool:
+    return str(r.get("status", "")).startswith("ok") and r.get("gbps") is not None
+
+
+def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
+    """The compact table: per case the table setting and the best (up to 4) variants, then the best per case and
+    per rule (geometric mean of GB/s over the rule's cases, variants that ran and matched on all of them)."""
+    print()
+    for c in cases:
+        rs = [r for r in rows if r["case"] == c.name]
+        if not rs:
+            continue
+        tab = next((r for r in rs if r["variant"] == "table"), None)
+        print(f"{c.name} [{c.rule} {_fmt_settings(state[c.name]['table'] or {})}] "
+              f"{(state[c.name]['bytes'] or 0) / 2 ** 20:.0f} MiB moved")
+        good = sorted((r for r in rs if _ok(r) and r is not tab), key=lambda r: -r["gbps"])
+        bad = [r for r in rs if not _ok(r) and r is not tab]
+        for r in ([tab] if tab else []) + good[:4] + bad[:2]:
+            if r.get("gbps") is not None:
+                print(f"  {r['variant']:6s} {r['gbps']:8.1f} GB/s {r['pct_of_4800']:5.1f}%  {r['p50_ms']:8.4f} ms  "
+                      f"{r['status'][:24]:24s} {r['settings']}")
+            else:
+                print(f"  {r['variant']:6s} {'-':>8s}                        {r['status'][:60]} {r['settings']}")
+        if len(good) > 4 or len(bad) > 2:
+            print(f"  ... {max(len(good) - 4, 0) + max(len(bad) - 2, 0)} more in the CSV")
+    print("\nbest per case (GB/s, % of 4800, x table):")
+    for c in cases:
+        rs = [r for r in rows if r["case"] == c.name and _ok(r)]
+        if not rs:
+            continue
+        best = max(rs, key=lambda r: r["gbps"])
+        tab = next((r for r in rs if r["variant"] == "table"), None)
+        gain = f"{best['gbps'] / tab['gbps']:.2f}x" if tab and tab["gbps"] else "n/a"
+        flag = "" if best["pct_of_4800"] >= TARGET_PCT else "  (< 85 %)"
+        print(f"  {c.name:28s} {best['gbps']:8.1f} {best['pct_of_4800']:5.1f}% {gain:>6s} {best['settings']}{flag}")
+    print("\nper rule, best geometric mean over its cases (write into runtime/configs/sm90.json):")
+    for rule in sorted({c.rule for c in cases}):
+        names = [c.name for c in cases if c.rule == rule]
+        by_setting: dict = {}
+        for r in rows:
+            if r["rule"] == rule and _ok(r):
+                by_setting.setdefault(r["settings"], {})[r["case"]] = r["gbps"]
+        full = {s: v for s, v in by_setting.items() if all(n in v for n in names)}
+        if not full:
+            print(f"  {rule}: no setting ran on all of {names}")
+            continue
+        gm = {s: math.exp(sum(math.log(max(x, 1e-9)) for x in v.values()) / len(v)) for s, v in full.items()}
+        best = max(gm, key=gm.get)
+        base = gm.get("table")
+        print(f"  {rule:13s} {best}  geomean {gm[best]:.1f} GB/s" + (f" ({gm[best] / base:.2f}x table)" if base
+                                                                          else ""))
+        if best != "table":
+            table_cfg = next((state[n]["table"] for n in names if state[n]["table"]), {})
+            merged = dict(table_cfg, **json.loads(best))
+            print(f"  {'':13s} -> rule config {json.dumps(merged, separators=(', ', ': '))}")
+    ran = len(rows)
+    print(f"\nsweep_reduce: {ran} variants run, {skipped} skipped for the {budget:.0f} s budget, "
+          f"{sum(1 for r in rows if str(r.get('status', '')).startswith('error'))} errors, "
+          f"{sum(1 for r in rows if str(r.get('status', '')).startswith('mismatch'))} mismatches; "
+          f"{wall:.0f} s; wrote {csv_path}" + (f"; notes: {'; '.join(notes)}" if notes else ""), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
