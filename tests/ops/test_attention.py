@@ -440,3 +440,32 @@ def test_sm90_key_loop_code(monkeypatch):
     for causal in (False, True):
         _, warps, meta = ptx_and_warps(causal, WARP_SPEC=True, ws_warps=4, BLOCK_M=128, BLOCK_N=128)
         assert meta["WARP_SPEC"] and meta["num_warps"] == 4 and warps > 4, (causal, warps)
+
+
+def test_a_decode_step_takes_the_short_host_path_first(monkeypatch):
+    """F.scaled_dot_product_attention offers every call to decode_attention.sdpa_decode first; what it declines
+    (or None off the Triton devices) goes the general way, with the same result."""
+    import nbxtensor as nbx
+    from nbxtensor.ops import attention as A
+    from nbxtensor.ops.decode_attention import sdpa_decode
+    seen = []
+
+    def spy(*a):
+        r = sdpa_decode(*a)
+        seen.append(r is not None)
+        return r
+
+    monkeypatch.setattr(A, "_sdpa_decode", spy)
+    rng = np.random.default_rng(3)
+    q, k, v = (nbx.tensor(rng.standard_normal(s).astype(np.float32)) for s in ((2, 4, 1, 16), (2, 2, 9, 16),
+                                                                               (2, 2, 9, 16)))
+    got = nbx.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    assert len(seen) == 1
+    kk, vv = (np.repeat(t.numpy().astype(np.float64), 2, axis=1) for t in (k, v))
+    s = q.numpy().astype(np.float64) @ kk.transpose(0, 1, 3, 2) / 4.0
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ vv
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    nbx.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=nbx.ones(1, 9, dtype=nbx.bool),
+                                                   enable_gqa=True)
+    assert len(seen) == 2 and seen[1] is False              # a mask: declined, the general path ran

@@ -698,9 +698,22 @@ def _resolve_mask(mask, is_causal: bool, L: int, S: int, fn: str):
     return mask, bool(is_causal), 0
 
 
+def _sdpa_decode(*args):
+    """``decode_attention.sdpa_decode`` (imported on first use: that module imports this one)."""
+    global _sdpa_decode
+    from .decode_attention import sdpa_decode
+    _sdpa_decode = sdpa_decode
+    return sdpa_decode(*args)
+
+
 def _driver(rec, args, *, out=None, inplace=None):
     fn = _FN
     q, k, v = args["query"], args["key"], args["value"]
+    if out is None and inplace is None:  # one decode step: the short host path (declines anything else)
+        res = _sdpa_decode(q, k, v, args["attn_mask"], args["dropout_p"], args["is_causal"], args["scale"],
+                           args["enable_gqa"])
+        if res is not None:
+            return res
     for name in ("query", "key", "value"):
         check(isinstance(args[name], Tensor), lambda: f"{fn}(): argument '{name}' must be Tensor, not "
               f"{type(args[name]).__name__}", TypeError)
