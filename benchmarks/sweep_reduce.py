@@ -1,7 +1,8 @@
 """Sweep of the launch settings of reductions, softmax/log_softmax and norms on the GPU (issue 4's bandwidth rows).
 
 Cases (bfloat16, the issue's >= 256 MiB tensors): ``sum``, ``amax``, ``max(dim)`` (values and indices) and
-``min(dim)`` of 32768x8192 along dim -1 (the ``reduce_rows`` kernel) and dim 0 (``reduce_cols``);
+``min(dim)`` of 32768x8192 along dim -1 (the ``reduce_rows`` kernel) and dim 0 (``reduce_cols``); ``sum`` and
+``max`` of all elements (``reduce_rows`` with one row: its ``max_rows: 1`` entry, split into chunks);
 ``softmax``/``log_softmax`` of 2048x151936 along dim -1 (``softmax_rows``, the looped path); ``layer_norm`` (with
 weight and bias) and ``rms_norm`` (with weight) of 32768x8192 (``norm_rows``, one tile per row). Each candidate
 setting is laid over the table's matching rule with :func:`nbxtensor.runtime.configs.override` and timed through
@@ -33,7 +34,8 @@ What the settings mean (all optional keys of the rules; absent = the kernels' pl
 the streaming loop (``tl.range(num_stages=...)``: cp.async prefetch into shared memory); ``EVICT``/``EVICT2`` L2
 eviction policies (first pass / second pass and stores); ``programs_per_sm`` a persistent grid (softmax: fewer
 rows in flight, so a row's second read can hit L2; norms: weight and bias loaded once per program and the next
-row prefetched when ``LOOP_STAGES`` is set); ``RCP`` softmax multiplies by an IEEE reciprocal instead of
+row prefetched when ``LOOP_STAGES`` is set); ``HOIST_PARAMS`` norms load weight and bias before the statistics;
+``RCP`` softmax multiplies by an IEEE reciprocal instead of
 dividing; ``FAST_EXP`` (default on) one ``ex2.approx.ftz`` per element in softmax's first pass;
 ``target_programs``/``min_chunk`` when a reduction splits its reduced axis; ``maxnreg`` a register cap.
 """
@@ -85,6 +87,13 @@ VARIANTS = {
         {"target_programs": 4096, "min_chunk": 256},
         {"EVICT": "evict_first"},
     ],
+    "reduce_rows (rows=1)": [  # table: BLOCK_R 4096, 8 warps, split into >= 1024 chunks of >= 8192 elements
+        {"BLOCK_R": 8192, "num_warps": 8},
+        {"LOOP_STAGES": 3},
+        {"target_programs": 2048, "min_chunk": 16384},
+        {"BLOCK_R": 8192, "num_warps": 16, "target_programs": 528, "min_chunk": 65536},
+        {"BLOCK_R": 2048, "num_warps": 4, "LOOP_STAGES": 4},
+    ],
     "softmax_rows": [  # table (wide rows): BLOCK_M 1, BLOCK_N 4096, 8 warps, one program per row
         {"programs_per_sm": 1, "BLOCK_N": 8192, "num_warps": 16, "LOOP_STAGES": 3},
         {"programs_per_sm": 1, "BLOCK_N": 8192, "num_warps": 16, "EVICT": "evict_last", "EVICT2": "evict_first"},
@@ -103,27 +112,30 @@ VARIANTS = {
         {"programs_per_sm": 2, "LOOP_STAGES": 2, "maxnreg": 64},
         {"BLOCK_M": 2, "num_warps": 16},
         {"programs_per_sm": 4, "num_warps": 8, "LOOP_STAGES": 2},
-        {"EVICT2": "evict_first"},
+        {"HOIST_PARAMS": True, "num_warps": 8},                       # weight/bias loads overlap the row's
+        {"EVICT": "evict_first", "EVICT2": "evict_first"},            # x streams past L1, weight/bias stay
         {"num_warps": 32},
     ],
 }
 
 
 class Case:
-    """One benchmarked call: ``name``, the config ``rule`` its kernel reads, the op's table name ``op``, the
-    inputs (``InputSpec``s), ``call(tensors) -> result``, the cost arguments ``cost_args(tensors) -> (args,
-    kwargs)`` and the shape facts of the rule's key (for printing the table's setting)."""
+    """One benchmarked call: ``name``, the config op ``rule`` its kernel reads (overrides go there), the op's table
+    name ``op``, the inputs (``InputSpec``s), ``call(tensors) -> result``, the cost arguments ``cost_args(tensors)
+    -> (args, kwargs)``, the shape facts of the rule's key (for printing the table's setting) and ``group``: the
+    key of :data:`VARIANTS` and of the per-rule summary (the rule, or the rule and the facts that select another
+    of its entries)."""
 
-    def __init__(self, name, rule, op, specs, call, cost_args, facts, sum_like=False):
+    def __init__(self, name, rule, op, specs, call, cost_args, facts, sum_like=False, group=None):
         self.name, self.rule, self.op, self.specs, self.call = name, rule, op, specs, call
-        self.cost_args, self.facts, self.sum_like = cost_args, facts, sum_like
+        self.cost_args, self.facts, self.sum_like, self.group = cost_args, facts, sum_like, group or rule
 
 
 def build_cases(nbx, smoke: bool) -> list[Case]:
     F = nbx.nn.functional
     # smoke: the interpreter's tables (tiles of 16) see the GPU's paths: several tiles per reduced row, a looped
     # softmax row, norm rows of one tile
-    rows, cols = (8, 40) if smoke else (32768, 8192)
+    rows, cols = (16, 24) if smoke else (32768, 8192)
     vrows, vcols = (2, 70) if smoke else (2048, 151936)
     nrows, ncols = (6, 16) if smoke else (32768, 8192)
     x = H.InputSpec((rows, cols), "bfloat16", "normal", seed=0)
@@ -139,6 +151,9 @@ def build_cases(nbx, smoke: bool) -> list[Case]:
             label = f"{fname}(dim={dim})" if fname in ("max", "min") else f"{fname} dim{dim}"
             out.append(Case(label, rule, fname, [x], lambda t, fn=fn, dim=dim: fn(t[0], dim),
                             lambda t, dim=dim: ((t[0], dim), {}), facts, sum_like))
+    for fname, fn, sum_like in (("sum", nbx.sum, True), ("max", nbx.max, False)):  # every element: one output
+        out.append(Case(f"{fname} all", "reduce_rows", fname, [x], lambda t, fn=fn: fn(t[0]),
+                        lambda t: ((t[0],), {}), dict(rows=1, cols=rows * cols), sum_like, "reduce_rows (rows=1)"))
     for name in ("softmax", "log_softmax"):
         out.append(Case(f"{name} {vrows}x{vcols}", "softmax_rows", name, [v],
                         lambda t, name=name: getattr(nbx, name)(t[0], -1), lambda t: ((t[0], -1), {}),
@@ -236,7 +251,7 @@ def main(argv=None) -> int:
         cases = [c for c in cases if any(w in c.name for w in want)]
     if a.rules:
         rules = {s.strip() for s in a.rules.split(",")}
-        cases = [c for c in cases if c.rule in rules]
+        cases = [c for c in cases if c.rule in rules or c.group in rules]
     inputs: dict = {}
 
     def tensors(case):
@@ -255,7 +270,7 @@ def main(argv=None) -> int:
     writer = csv.DictWriter(fcsv, fieldnames=CSV_FIELDS)
     writer.writeheader()
     plan = [(rank, c, s) for rank in range(1 + max(len(v) for v in VARIANTS.values()))
-            for c in cases for s in ([{}] + VARIANTS[c.rule])[rank:rank + 1]]
+            for c in cases for s in ([{}] + VARIANTS[c.group])[rank:rank + 1]]
     print(f"sweep_reduce: {len(plan)} variants over {len(cases)} cases on {facts['gpu']} (commit {commit}); "
           f"budget {a.budget_s:.0f} s", flush=True)
     est, n_done, skipped = (0.5 if a.smoke else 3.0), 0, 0
@@ -265,7 +280,7 @@ def main(argv=None) -> int:
             skipped += 1
             continue
         st = state[case.name]
-        row = {"case": case.name, "op": case.op, "rule": case.rule, "variant": "table" if not settings else
+        row = {"case": case.name, "op": case.op, "rule": case.group, "variant": "table" if not settings else
                f"v{rank}", "settings": _fmt_settings(settings), "gpu": facts["gpu"], "commit": commit, "date": date}
         t_var = time.monotonic()
         run_settings = smoke_settings(settings) if a.smoke else settings
@@ -331,7 +346,7 @@ def _ok(r: dict) -> bool:
 
 
 def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
-    """The compact table: per case the table setting and the best (up to 4) variants, then the best per case and
+    """The compact table: per case the table setting and the best (up to 3) variants, then the best per case and
     per rule (geometric mean of GB/s over the rule's cases, variants that ran and matched on all of them)."""
     print()
     for c in cases:
@@ -339,18 +354,18 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
         if not rs:
             continue
         tab = next((r for r in rs if r["variant"] == "table"), None)
-        print(f"{c.name} [{c.rule} {_fmt_settings(state[c.name]['table'] or {})}] "
+        print(f"{c.name} [{c.group} {_fmt_settings(state[c.name]['table'] or {})}] "
               f"{(state[c.name]['bytes'] or 0) / 2 ** 20:.0f} MiB moved")
         good = sorted((r for r in rs if _ok(r) and r is not tab), key=lambda r: -r["gbps"])
         bad = [r for r in rs if not _ok(r) and r is not tab]
-        for r in ([tab] if tab else []) + good[:4] + bad[:2]:
+        for r in ([tab] if tab else []) + good[:3] + bad[:2]:
             if r.get("gbps") is not None:
                 print(f"  {r['variant']:6s} {r['gbps']:8.1f} GB/s {r['pct_of_4800']:5.1f}%  {r['p50_ms']:8.4f} ms  "
                       f"{r['status'][:24]:24s} {r['settings']}")
             else:
                 print(f"  {r['variant']:6s} {'-':>8s}                        {r['status'][:60]} {r['settings']}")
-        if len(good) > 4 or len(bad) > 2:
-            print(f"  ... {max(len(good) - 4, 0) + max(len(bad) - 2, 0)} more in the CSV")
+        if len(good) > 3 or len(bad) > 2:
+            print(f"  ... {max(len(good) - 3, 0) + max(len(bad) - 2, 0)} more in the CSV")
     print("\nbest per case (GB/s, % of 4800, x table):")
     for c in cases:
         rs = [r for r in rows if r["case"] == c.name and _ok(r)]
@@ -362,8 +377,8 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
         flag = "" if best["pct_of_4800"] >= TARGET_PCT else "  (< 85 %)"
         print(f"  {c.name:28s} {best['gbps']:8.1f} {best['pct_of_4800']:5.1f}% {gain:>6s} {best['settings']}{flag}")
     print("\nper rule, best geometric mean over its cases (write into runtime/configs/sm90.json):")
-    for rule in sorted({c.rule for c in cases}):
-        names = [c.name for c in cases if c.rule == rule]
+    for rule in sorted({c.group for c in cases}):
+        names = [c.name for c in cases if c.group == rule]
         by_setting: dict = {}
         for r in rows:
             if r["rule"] == rule and _ok(r):
@@ -375,12 +390,12 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
         gm = {s: math.exp(sum(math.log(max(x, 1e-9)) for x in v.values()) / len(v)) for s, v in full.items()}
         best = max(gm, key=gm.get)
         base = gm.get("table")
-        print(f"  {rule:13s} {best}  geomean {gm[best]:.1f} GB/s" + (f" ({gm[best] / base:.2f}x table)" if base
+        print(f"  {rule:20s} {best}  geomean {gm[best]:.1f} GB/s" + (f" ({gm[best] / base:.2f}x table)" if base
                                                                           else ""))
         if best != "table":
             table_cfg = next((state[n]["table"] for n in names if state[n]["table"]), {})
             merged = dict(table_cfg, **json.loads(best))
-            print(f"  {'':13s} -> rule config {json.dumps(merged, separators=(', ', ': '))}")
+            print(f"  {'':20s} -> rule config {json.dumps(merged, separators=(', ', ': '))}")
     ran = len(rows)
     print(f"\nsweep_reduce: {ran} variants run, {skipped} skipped for the {budget:.0f} s budget, "
           f"{sum(1 for r in rows if str(r.get('status', '')).startswith('error'))} errors, "

@@ -184,7 +184,8 @@ def test_group_and_batch_norm_semantics(device):
 # programs_per_sm the grid is persistent (4 SMs under the interpreter): programs loop over row blocks and, for
 # layer_norm/rms_norm rows that fit one tile, load weight and bias once.
 _SWEEP_SETTINGS = [dict(programs_per_sm=1, LOOP_STAGES=3, EVICT="evict_last", EVICT2="evict_first"),
-                   dict(BLOCK_M=1, programs_per_sm=2), dict(LOOP_STAGES=2, EVICT2="evict_first")]
+                   dict(BLOCK_M=1, programs_per_sm=2), dict(LOOP_STAGES=2, EVICT2="evict_first"),
+                   dict(HOIST_PARAMS=True)]
 
 
 @pytest.mark.parametrize("settings", _SWEEP_SETTINGS, ids=[str(i) for i in range(len(_SWEEP_SETTINGS))])

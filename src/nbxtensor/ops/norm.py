@@ -200,19 +200,22 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     """Run ``_norm_rows_kernel`` on contiguous ``x``/``y`` seen as ``(rows, n)``; ``w``/``b`` contiguous.
 
     The ``norm_rows`` config gives ``BLOCK_M``/``BLOCK_N``/``num_warps`` and optionally ``programs_per_sm``
-    (a persistent grid: weight and bias read once per program), ``LOOP_STAGES`` (pipelining of the row loop on
-    one tile, of the column loops otherwise), ``EVICT``/``EVICT2`` (L2 policies, see the kernel)."""
+    (a persistent grid: weight and bias read once per program), ``HOIST_PARAMS`` (weight and bias loaded before
+    the statistics even without a persistent grid: their latency overlaps the row's, for more registers),
+    ``LOOP_STAGES`` (pipelining of the row loop on one tile, of the column loops otherwise), ``EVICT``/``EVICT2``
+    (L2 policies, see the kernel)."""
     cfg = launch_config("norm_rows", x.device, dtypes=(x.dtype,), rows=rows, cols=n)
     one = n <= cfg["BLOCK_N"]
     nblk = cdiv(rows, cfg["BLOCK_M"])
     grid = persistent_grid(nblk, cfg, x.device)
+    hoist = bool(cfg.pop("HOIST_PARAMS", False)) or grid < nblk
     meta = loop_meta(cfg)
     meta["EVICT2"] = str(meta.get("EVICT2") or "")
     meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
     meta["HW_CVT"] = not interpreting()
     launch_quiet(_norm_rows_kernel, (grid,), x, w if w is not None else x, b if b is not None else x, y, rows, n,
                  groups, cpg, hw, float(eps), nblk, RMS=rms, HAS_W=w is not None, HAS_B=b is not None, ONE_TILE=one,
-                 GROUPED=not one and hw > 1, SHARED=one and groups == 1 and hw == 1 and grid < nblk,
+                 GROUPED=not one and hw > 1, SHARED=one and groups == 1 and hw == 1 and hoist,
                  ACC=TL_DTYPES[_acc(x.dtype).name], **meta)
 
 
