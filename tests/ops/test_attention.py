@@ -357,8 +357,9 @@ def _captured_meta(monkeypatch):
 def test_warp_specialized_kernel(E, causal, ratio, Lk, Sk, device, monkeypatch):
     """The warp-specialized variant (one key loop with the diagonal and bounds masks on every tile, the query
     through a descriptor): query and key lengths that are and are not multiples of the tiles, lower-right causal
-    offsets of both signs (L > S: the first rows see no key and give 0), GQA. Runs under the interpreter and on
-    sm90+; the launch is checked to have taken the variant."""
+    offsets of both signs (L > S: the first rows see no key and give 0), GQA. Under the interpreter the launch is
+    checked to have taken the variant; on GPUs the variant is refused (wrong rows on the H200 with Triton 3.6) and
+    the plain kernel must give the oracle's answer."""
     if not _tma_runs(device):
         pytest.skip("tensor descriptors run under the interpreter or on sm90+")
     from nbxtensor.ops.attention import launch_attention
@@ -376,8 +377,11 @@ def test_warp_specialized_kernel(E, causal, ratio, Lk, Sk, device, monkeypatch):
     with override("sdpa_fwd", WARP_SPEC=True, ws_warps=4):
         launch_attention(dev(q, device), dev(k, device), dev(v, device), None, out, scale=1 / math.sqrt(E),
                          causal=causal, causal_off=off, group_k=ratio, group_v=ratio, tma=True)
-    assert metas and all(m.get("WARP_SPEC") for m in metas), "the warp-specialized variant did not run"
-    assert all(m["EVEN_S"] == (S % cfg["BLOCK_N"] == 0) for m in metas)
+    if device == "cpu":
+        assert metas and all(m.get("WARP_SPEC") for m in metas), "the warp-specialized variant did not run"
+        assert all(m["EVEN_S"] == (S % cfg["BLOCK_N"] == 0) for m in metas)
+    else:  # wrong rows on the H200 (Triton 3.6): refused on GPUs, the plain kernel runs
+        assert metas and not any(m.get("WARP_SPEC") for m in metas)
     ref, mag = sdpa_oracle(q, k, v, None, causal, None, ratio > 1, causal_offset=off, with_magnitude=True)
     tol = attention_tolerance(dt, E)
     check_close(out, ref, tol.rtol, tol.atol, mag, what=f"warp-specialized E={E} causal={causal} L={L} S={S}")
@@ -437,6 +441,8 @@ def test_sm90_key_loop_code(monkeypatch):
         assert ieee < scores_per_thread // 4, (causal, ieee)  # the per-row factors (a few per thread) only
     ptx, _, _ = ptx_and_warps(False, WARP_SPEC=False, FAST_EXP=False)
     assert "ex2.approx.ftz.f32" not in ptx
+    import nbxtensor.ops.attention as A
+    monkeypatch.setattr(A, "_WS_ON_GPU", True)  # compiled here to check the code; refused on GPUs at launch
     for causal in (False, True):
         _, warps, meta = ptx_and_warps(causal, WARP_SPEC=True, ws_warps=4, BLOCK_M=128, BLOCK_N=128)
         assert meta["WARP_SPEC"] and meta["num_warps"] == 4 and warps > 4, (causal, warps)

@@ -510,7 +510,11 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index, tuple(sorted(cfg.items())))
     if tma is None and key in _TMA_BROKEN:
         use_tma = False
-    use_ws = table_ws and use_tma and mask_kind == 0 and tma_ok(q, q) and key not in _WS_BROKEN
+    # The warp-specialized variant computed wrong rows (the second 64-row half of each 128-row query tile, and
+    # NaN without causal masking) on the H200 with Triton 3.6 (GPU tier, 2026-11-30), while the interpreter agrees
+    # with the oracle: it runs only under the interpreter until it is fixed, whatever the table says.
+    use_ws = table_ws and use_tma and mask_kind == 0 and tma_ok(q, q) and key not in _WS_BROKEN \
+        and (interpreting() or _WS_ON_GPU)
     plain = {k_: v_ for k_, v_ in cfg.items() if k_ not in ("ws_warps", "ws_stages")}
     exp2 = mask_kind != 2
     qk_scale = scale * LOG2E if exp2 else scale
@@ -696,6 +700,9 @@ def _resolve_mask(mask, is_causal: bool, L: int, S: int, fn: str):
     check(mask is None or isinstance(mask, Tensor), lambda: f"{fn}(): argument 'attn_mask' must be Tensor or "
           f"CausalBias, not {type(mask).__name__}", TypeError)
     return mask, bool(is_causal), 0
+
+
+_WS_ON_GPU = False  # see launch_attention: the warp-specialized variant is refused on GPUs for now
 
 
 def _sdpa_decode(*args):
