@@ -3,8 +3,9 @@
 Cases (bfloat16, the issue's >= 256 MiB tensors): ``sum``, ``amax``, ``max(dim)`` (values and indices) and
 ``min(dim)`` of 32768x8192 along dim -1 (the ``reduce_rows`` kernel) and dim 0 (``reduce_cols``); ``sum`` and
 ``max`` of all elements (``reduce_rows`` with one row: its ``max_rows: 1`` entry, split into chunks);
-``softmax``/``log_softmax`` of 2048x151936 along dim -1 (``softmax_rows``, the looped path); ``layer_norm`` (with
-weight and bias) and ``rms_norm`` (with weight) of 32768x8192 (``norm_rows``, one tile per row). Each candidate
+``softmax``/``log_softmax`` of 2048x151936 along dim -1 (``softmax_rows``, the looped path) and ``softmax`` of
+32768x8192 (its one-tile entry); ``layer_norm`` (with weight and bias) and ``rms_norm`` (with weight) of
+32768x8192 (``norm_rows``, one tile per row). Each candidate
 setting is laid over the table's matching rule with :func:`nbxtensor.runtime.configs.override` and timed through
 the public op with CUDA events and an L2 flush before every run (benchmarks/harness.py: ``run_benchmark``,
 ``percentiles``; bench_ops.py's clock). Variant ``table`` (the table's own setting) runs first for every case;
@@ -105,12 +106,18 @@ VARIANTS = {
         {"BLOCK_N": 2048, "num_warps": 4},
         {"FAST_EXP": False},
     ],
+    "softmax_rows (8192)": [  # table (8192 columns): BLOCK_M 1, BLOCK_N 8192, 16 warps, one tile, IEEE division
+        {"RCP": True},                                               # a reciprocal per row instead of a division
+        {"RCP": True, "num_warps": 8},
+        {"RCP": True, "programs_per_sm": 2, "LOOP_STAGES": 3},       # persistent, next row prefetched
+        {"RCP": True, "BLOCK_M": 2},
+    ],
     "norm_rows": [  # table (8192 columns): BLOCK_M 1, BLOCK_N 8192, 16 warps, one program per row
         {"programs_per_sm": 2, "LOOP_STAGES": 3},                    # persistent, params once, next row prefetched
         {"programs_per_sm": 1, "LOOP_STAGES": 3},
         {"num_warps": 8},
         {"programs_per_sm": 2, "LOOP_STAGES": 2, "maxnreg": 64},
-        {"BLOCK_M": 2, "num_warps": 16},
+        {"BLOCK_M": 2, "num_warps": 16, "maxnreg": 128},              # ptxas alone caps at 64 and spills
         {"programs_per_sm": 4, "num_warps": 8, "LOOP_STAGES": 2},
         {"HOIST_PARAMS": True, "num_warps": 8},                       # weight/bias loads overlap the row's
         {"EVICT": "evict_first", "EVICT2": "evict_first"},            # x streams past L1, weight/bias stay
@@ -158,6 +165,8 @@ def build_cases(nbx, smoke: bool) -> list[Case]:
         out.append(Case(f"{name} {vrows}x{vcols}", "softmax_rows", name, [v],
                         lambda t, name=name: getattr(nbx, name)(t[0], -1), lambda t: ((t[0], -1), {}),
                         dict(rows=vrows, cols=vcols)))
+    out.append(Case(f"softmax {nrows}x{ncols}", "softmax_rows", "softmax", [xn], lambda t: nbx.softmax(t[0], -1),
+                    lambda t: ((t[0], -1), {}), dict(rows=nrows, cols=ncols), group="softmax_rows (8192)"))
     out.append(Case("layer_norm", "norm_rows", "layer_norm", [xn, w, b],
                     lambda t: F.layer_norm(t[0], [ncols], t[1], t[2], 1e-5),
                     lambda t: ((t[0], [ncols], t[1], t[2]), {"eps": 1e-5}), dict(rows=nrows, cols=ncols)))

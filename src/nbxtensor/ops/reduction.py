@@ -757,6 +757,7 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
             cfg2 = launch_config("reduce_cols", dev, dtypes=(acc,), rows=split, cols=I)
         cfg2.pop("target_programs", None)
         cfg2.pop("min_chunk", None)
+        cfg2.pop("LOOP_STAGES", None)  # a few states per output: nothing to prefetch, only shared memory to spend
         chunk2 = cdiv(split, cfg2["BLOCK_R"]) * cfg2["BLOCK_R"]
         _launch_stage(ws[0], ws[1], ws[2], ya_, y2a_, ws, (O, split, I), (split * I, I, 1), (syo, syi, sy2o, sy2i),
                       chunk2, R, 1, cfg2, consts, stage=2, p=p, corr=corr)
