@@ -6,6 +6,8 @@ Rows (each with p20/p50/p80 over repeated batches, and a target where the issue 
   lookup), with our torch-free driver; host microseconds per launch.
 - ``launch.nbx_fast_path``: ``nbxtensor.runtime.launcher.launch`` on nbx tensors once the specialization is
   cached (the compiled kernel's ``run`` called directly). Target <= 6 us.
+- ``launch.nbx_planned_tail``: ``launcher.launch_tail`` with the trailing arguments and keywords planned once
+  (a :class:`~nbxtensor.runtime.launcher.Tail`, as the ops' launch plans use). Target <= 6 us.
 - ``launch.cuda_launch``: ``runtime.cuda_launch.launch`` alone (the fast path without ``launcher.launch``).
 - ``launch.compiled_c_launch``: Triton's compiled C launch function with prepared arguments (the floor).
 - ``h2d.*`` / ``d2h.*``: GB/s (1e9 bytes/s) for pageable memory (through the backend: staged in pinned chunks
@@ -45,7 +47,7 @@ from nbxtensor.device.cuda import backend as B  # noqa: E402
 from nbxtensor.device.cuda import copies  # noqa: E402
 from nbxtensor.device.cuda import driver as D  # noqa: E402
 from nbxtensor.runtime import cuda_driver, cuda_launch  # noqa: E402
-from nbxtensor.runtime.launcher import launch  # noqa: E402
+from nbxtensor.runtime.launcher import Tail, launch, launch_tail  # noqa: E402
 from nbxtensor.runtime.triton_compat import jit, tl  # noqa: E402
 
 from harness import load_peaks, percentiles  # noqa: E402
@@ -134,6 +136,11 @@ def bench_launch(rows, quick):
     rows.append(("launch.nbx_fast_path", per_call_us(lambda: launch(add_kernel, (1,), x, y, o, n, BLOCK=1024), calls,
                                                      batches), "us", ("<=", 6.0),
                  "nbxtensor.runtime.launcher.launch on nbx tensors, specialization cached"))
+    tail = Tail((n,), {"BLOCK": 1024})
+    launch_tail(add_kernel, (1,), (x, y, o), tail)
+    rows.append(("launch.nbx_planned_tail", per_call_us(lambda: launch_tail(add_kernel, (1,), (x, y, o), tail), calls,
+                                                        batches), "us", ("<=", 6.0),
+                 "nbxtensor.runtime.launcher.launch_tail: the trailing args and keywords planned once (ops' plans)"))
     dev = Device("cuda", 0)
     args, meta = (x, y, o, n), {"BLOCK": 1024}
     rows.append(("launch.cuda_launch", per_call_us(lambda: cuda_launch.launch(add_kernel, (1,), dev, args, meta),

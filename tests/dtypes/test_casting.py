@@ -141,3 +141,15 @@ def test_checked_scalar_numpy_scalars_are_numbers():
     assert checked_scalar(np.int64(-1), nbx.uint8, "f") == 255
     with pytest.raises(RuntimeError):
         checked_scalar(np.int64(300), nbx.uint8, "f")
+
+
+def test_checked_scalar_is_memoised_for_exact_values_only():
+    from nbxtensor.dtypes.casting import _CHECKED, checked_scalar
+    assert checked_scalar(3, T.uint8, "fill_") is checked_scalar(3, T.uint8, "fill_")
+    assert (int, 3, T.uint8) in _CHECKED
+    assert type(checked_scalar(True, T.uint8, "fill_")) is np.uint8 and checked_scalar(1.0, T.int8, "f") == 1
+    assert np.signbit(checked_scalar(-0.0, T.float32, "fill_")) and not np.signbit(checked_scalar(0.0, T.float32, "f"))
+    assert np.isnan(checked_scalar(float("nan"), T.float16, "fill_"))
+    for _ in range(2):                          # an overflow is refused every time, never memoised
+        with pytest.raises(RuntimeError, match="fill_: value cannot be converted to type uint8 without overflow"):
+            checked_scalar(256, T.uint8, "fill_")

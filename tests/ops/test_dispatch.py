@@ -212,3 +212,108 @@ def test_exports_namespaces():
     assert D.exports("functional")["relu"] is nbx.nn.functional.relu
     with pytest.raises(ValueError, match="unknown namespace"):
         D.exports("nonexistent")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Plans of the pointwise pipeline: memoised per signature, never stale
+# ---------------------------------------------------------------------------------------------------------
+def _plans(name):
+    from nbxtensor.ops import registry
+    return registry.get(name).extra.get("_plans", {})
+
+
+def test_a_repeated_signature_takes_its_plan(monkeypatch):
+    a, b = nbx.randn(3, 4), nbx.randn(3, 4)
+    a + b                                                  # plans (3, 4) float32 + (3, 4) float32
+    key = D._plan_key(__import__("nbxtensor.ops.registry", fromlist=["get"]).get("add"),
+                      {"input": a, "other": b, "alpha": 1})
+    assert key in _plans("add")
+
+    def no_promotion(*a, **k):
+        raise AssertionError("the full path ran")
+
+    monkeypatch.setattr(D, "promote", no_promotion)
+    monkeypatch.setattr(D, "broadcast_shapes", no_promotion)
+    c, d = nbx.randn(3, 4), nbx.randn(3, 4)
+    np.testing.assert_array_equal((c + d).numpy(), c.numpy() + d.numpy())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (nbx.randn(3, 4, dtype=nbx.float64), nbx.randn(3, 4, dtype=nbx.float64)),          # dtype
+    lambda: (nbx.randn(2, 3, 4), nbx.randn(3, 4)),                                               # shape (broadcast)
+    lambda: (nbx.randn(4, 3).t(), nbx.randn(3, 4)),                                              # strides
+    lambda: (nbx.randn(3, 6)[:, 1:5], nbx.randn(5, 3, 4)[2]),                                    # offsets
+    lambda: (nbx.randn(3, 4), nbx.randn(4)[1:2]),                                                # stride-0 view
+    lambda: (nbx.randn(3, 4), nbx.randn(4, 2)[:, 1]),                                            # strided bcast
+    lambda: (nbx.randn(()), nbx.randn(3, 4)),                                                    # 0-dim operand
+    lambda: (nbx.randn(3, 4, dtype=nbx.bfloat16), nbx.randn(3, 4)),                              # mixed dtypes
+    lambda: (nbx.tensor([[1, 2], [3, 4]], dtype=nbx.int32), 1.5),                                # int tensor + float
+    lambda: (nbx.tensor([[1, 2], [3, 4]], dtype=nbx.int32), 2),                                  # int tensor + int
+    lambda: (nbx.tensor([[1, 2], [3, 4]], dtype=nbx.int32), True),                               # int tensor + bool
+], ids=["dtype", "shape", "strides", "offsets", "stride0", "strided_bcast", "zero_dim", "mixed", "int+float", "int+int", "int+bool"])
+def test_plans_never_serve_another_signature(make):
+    """Every call is checked against NumPy after the other signatures have planned: a different dtype, shape,
+    stride, offset, scalar type or operand rank must not reuse a plan."""
+    for _ in range(2):                                     # the second round runs from the plans
+        for m in (lambda: (nbx.randn(3, 4), nbx.randn(3, 4)), lambda: (nbx.randn(3, 4), nbx.randn(4)), make):
+            x, y = m()
+            got = x + y
+            xa = x.numpy().astype(np.float64) if isinstance(x, nbx.Tensor) else x
+            ya = y.numpy().astype(np.float64) if isinstance(y, nbx.Tensor) else y
+            want_dtype = nbx.result_type(x, y)
+            assert got.dtype is want_dtype and tuple(got.shape) == np.broadcast_shapes(np.shape(xa), np.shape(ya))
+            np.testing.assert_allclose(got.numpy().astype(np.float64), np.asarray(xa) + np.asarray(ya), rtol=1e-2)
+
+
+def test_the_default_dtype_is_part_of_the_plan():
+    i = nbx.tensor([1, 2], dtype=nbx.int32)
+    assert (i + 1.5).dtype is nbx.float32
+    nbx.set_default_dtype(nbx.float64)
+    try:
+        assert (i + 1.5).dtype is nbx.float64
+        assert nbx.sqrt(i).dtype is nbx.float64             # int_to_float follows the default too
+    finally:
+        nbx.set_default_dtype(nbx.float32)
+    assert (i + 1.5).dtype is nbx.float32 and nbx.sqrt(i).dtype is nbx.float32
+
+
+def test_checks_that_depend_on_values_still_run_with_a_plan():
+    a, b = nbx.tensor([1, 2]), nbx.tensor([3, 4])
+    nbx.add(a, b, alpha=2)                                 # plans int64 + int64
+    with pytest.raises(RuntimeError, match="alpha"):       # prepare refuses a float alpha for integers
+        nbx.add(a, b, alpha=2.5)
+    x = nbx.tensor([1.0, 2.0])
+    x / x                                                  # plans div (its dtypes depend on rounding_mode)
+    with pytest.raises(NotImplementedError):
+        nbx.div(nbx.tensor([True]), nbx.tensor([True]), rounding_mode="floor")
+    assert nbx.div(x, x, rounding_mode="floor").dtype is nbx.float32
+
+
+def test_operands_on_different_devices_take_the_full_path():
+    rec = __import__("nbxtensor.ops.registry", fromlist=["get"]).get("add")
+    x = nbx.randn(2)
+    assert D._plan_key(rec, {"input": x, "other": np.float32(1), "alpha": 1}) is None   # a NumPy scalar
+    assert D._plan_key(rec, {"input": x, "other": 1.0, "alpha": 1})[-2] == "cpu"        # the device type is keyed
+
+
+def test_scalar_conversions_are_memoised_but_keep_signed_zeros_and_nans():
+    assert D.scalar_to(0.5, T.bfloat16) is D.scalar_to(0.5, T.bfloat16)
+    assert np.signbit(D.scalar_to(0.0, T.float32)) == 0 and np.signbit(D.scalar_to(-0.0, T.float32)) == 1
+    assert np.isnan(D.scalar_to(float("nan"), T.float16))
+    assert D.scalar_to(True, T.int8) == 1 and D.scalar_to(1, T.float16) == 1.0
+    assert type(D.scalar_to(300, T.uint8)) is np.uint8 and D.scalar_to(300, T.uint8) == 44
+
+
+def test_bind_still_checks_every_argument():
+    s = D.parse_schema("f(Tensor input, Scalar|Tensor other, *, float eps=1e-5, int n=2, Tensor? w=None)")
+    x = nbx.tensor([1.0])
+    a = s.bind((x, x), {"eps": 1})
+    assert a == {"input": x, "other": x, "eps": 1.0, "n": 2, "w": None} and type(a["eps"]) is float
+    with pytest.raises(TypeError, match="argument 'n' .* must be int, not float"):
+        s.bind((x, x), {"n": 2.0})
+    with pytest.raises(TypeError, match="missing required argument 'other'"):
+        s.bind((x,), {})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        s.bind((x, x), {"bogus": 1})
+    with pytest.raises(TypeError, match="multiple values for argument 'other'"):
+        s.bind((x, x), {"other": x})

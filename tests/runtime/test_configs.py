@@ -43,3 +43,40 @@ def test_override_needs_a_setting():
     with pytest.raises(TypeError, match="at least one setting"):
         with override("gemv"):
             pass
+
+
+# -- the memo of answers ----------------------------------------------------------------------------------
+def test_a_repeated_question_is_answered_from_the_memo_with_a_fresh_dict():
+    first = launch_config("gemv", CPU, dtypes=("bfloat16",), m=1, n=4096, k=4096)
+    key = ("gemv", "cpu", None, ("bfloat16",), ("m", 1), ("n", 4096), ("k", 4096))
+    assert key in configs._MEMO
+    first["BLOCK_N"] = -1                       # callers pop and change their copy
+    again = launch_config("gemv", CPU, dtypes=("bfloat16",), m=1, n=4096, k=4096)
+    assert again["BLOCK_N"] != -1 and again is not first
+
+
+def test_the_memo_answers_each_question_as_the_rules_do():
+    for n in (1, 100, 4096, 1 << 20, 1 << 24):
+        for dt in ("float16", "float32"):
+            got = launch_config("pointwise", CPU, dtypes=(dt,), numel=n)
+            assert got == configs._launch_config("pointwise", CPU, (dt,), {"numel": n})
+
+
+def test_an_override_is_seen_although_the_question_was_memoised():
+    base = launch_config("gemv", CPU, dtypes=("bfloat16",), m=1, n=4096, k=4096)
+    g = configs.state()
+    with override("gemv", BLOCK_N=3):
+        assert configs.state() != g
+        assert launch_config("gemv", CPU, dtypes=("bfloat16",), m=1, n=4096, k=4096)["BLOCK_N"] == 3
+    assert configs.state() != g                 # plans made under the override are not reused after it
+    assert launch_config("gemv", CPU, dtypes=("bfloat16",), m=1, n=4096, k=4096) == base
+
+
+def test_replacing_arch_of_drops_the_memo(monkeypatch):
+    launch_config("pointwise", CPU, dtypes=("float32",), numel=1000)
+    before = configs.state()
+    monkeypatch.setattr(configs, "arch_of", lambda device: "sm90")
+    assert configs.state() != before
+    got = launch_config("pointwise", CPU, dtypes=("float32",), numel=1000)
+    assert got == configs._launch_config("pointwise", CPU, ("float32",), {"numel": 1000})
+    assert all(k[0] == "pointwise" for k in configs._MEMO)  # the interpret-table answers were dropped

@@ -178,6 +178,36 @@ def test_the_fast_path_calls_the_cached_launch_with_raw_pointers(fake_devices, m
 
 
 @pytest.mark.skipif(not HAVE_TRITON or INTERPRET, reason="needs Triton's compiled JITFunction")
+def test_a_planned_tail_is_keyed_by_identity_and_passed_after_the_arguments(fake_devices, monkeypatch):
+    from types import SimpleNamespace
+
+    from nbxtensor.runtime.launcher import Tail
+    _, t = fake_devices
+    x, y, o = t(0), t(0), t(0)
+    calls = []
+    enter, exit_ = SimpleNamespace(calls=[]), SimpleNamespace(calls=[])
+    monkeypatch.setattr(L, "_rt", SimpleNamespace(launch_enter_hook=enter, launch_exit_hook=exit_))
+    monkeypatch.setattr(L, "_ENTER", enter)
+    monkeypatch.setattr(L, "_EXIT", exit_)
+    monkeypatch.setattr(L.C, "ensure_context", lambda i: None)
+    monkeypatch.setattr(L._stream_tls, "streams", {0: SimpleNamespace(cuda_stream=5)}, raising=False)
+    monkeypatch.setitem(L._signatures, id(add_kernel), (add_kernel, SIG))
+    tail = Tail((1000,), {"BLOCK": 256})
+    f32 = id(nbx.float32)
+    head = ("FN", 0, 0, None, None, "PACKED", None, None, None)
+    monkeypatch.setitem(L._cache, (id(add_kernel), 0, f32 + 1, f32 + 1, f32 + 1, tail),
+                        (lambda *a: calls.append(a), head, (256,), False))
+    L.launch(add_kernel, (2,), Device("cuda", 0), (x, y, o), tail.meta, tail)
+    assert calls == [(2, 1, 1, 5, *head, x._storage.ptr, y._storage.ptr, o._storage.ptr, 1000, 256)]
+    # another tail with equal contents is another key (Triton's path, here refused for lack of a GPU or run)
+    other = Tail((1000,), {"BLOCK": 256})
+    assert (id(add_kernel), 0, f32 + 1, f32 + 1, f32 + 1, other) not in L._cache
+    # refusals name the argument with the tail counted in (a tensor of another device)
+    with pytest.raises(RuntimeError, match=r"argument 1 \('y_ptr'\) is a tensor on cuda:1"):
+        L.launch(add_kernel, (2,), Device("cuda", 0), (x, t(1), o), tail.meta, tail)
+
+
+@pytest.mark.skipif(not HAVE_TRITON or INTERPRET, reason="needs Triton's compiled JITFunction")
 def test_signature_of_a_jit_kernel():
     sig = L.signature_of(add_kernel)
     assert sig.names == ("x_ptr", "y_ptr", "out_ptr", "n", "BLOCK") and sig.constexpr == {"BLOCK"}

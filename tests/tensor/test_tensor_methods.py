@@ -223,3 +223,28 @@ def test_pickle_round_trip():
     for x in (nbx.arange(6).view(2, 3).t(), nbx.tensor([1.5], dtype=nbx.bfloat16), nbx.zeros(0, 2, dtype=nbx.bool)):
         y = pickle.loads(pickle.dumps(x))
         assert y.dtype is x.dtype and y.shape == x.shape and y.tolist() == x.tolist()
+
+
+# -- host fast paths: memoised layouts, C-level accessors -------------------------------------------------
+def test_new_empty_memoises_layouts_and_keeps_python_ints():
+    from nbxtensor.tensor.core import new_empty
+    a = new_empty((np.int64(2), 3), nbx.float32, nbx.device("cpu"))
+    b = new_empty((2, 3), nbx.float32, nbx.device("cpu"))
+    assert a.shape == b.shape == (2, 3) and a.stride() == b.stride() == (3, 1)
+    assert all(type(s) is int for s in b.shape) and isinstance(b.shape, nbx.Size)
+    with pytest.raises(RuntimeError, match="negative dimension -1"):
+        new_empty((2, -1), nbx.float32, nbx.device("cpu"))
+
+
+def test_is_contiguous_and_dim_accessors_on_every_layout():
+    x = nbx.empty(2, 3, 4)
+    assert x.is_contiguous() and not x.transpose(0, 2).is_contiguous() and x[:, :1].is_contiguous() is False
+    assert x[:, 1:2, :].squeeze(1).is_contiguous() is False and x[1].is_contiguous()
+    assert x.size(-1) == 4 and x.size(0) == 2 and x.stride(-3) == 12 and x.stride(np.int64(1)) == 4
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        x.size(3)
+    with pytest.raises(TypeError, match="must be int, not bool"):
+        x.stride(True)
+    with pytest.raises(IndexError, match="no dimensions"):
+        nbx.tensor(1.0).size(0)
+    assert x.dtype is nbx.float32 and x.device == nbx.device("cpu") and x.shape == (2, 3, 4)

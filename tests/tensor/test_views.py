@@ -237,3 +237,33 @@ def test_view_functions_are_exported_with_pytorch_names():
     x = nbx.arange(6)
     assert nbx.reshape(x, (2, 3)).shape == (2, 3)
     assert nbx.numel(x) == 6 and nbx.is_tensor(x) and not nbx.is_tensor(np.zeros(2))
+
+
+# -- memoised view layouts -------------------------------------------------------------------------------
+def test_memoised_views_follow_the_source_layout_and_offset():
+    import nbxtensor.tensor.views as V
+    base = nbx.arange(24.0)
+    a = base.view(4, 6)
+    assert ((24,), (1,), (4, 6)) in V._LAYOUTS
+    for src in (base[0:24], base[0:24]):                          # the second call is served from the memo
+        v = src.view(2, 3, 4)
+        assert v.shape == (2, 3, 4) and v.stride() == (12, 4, 1) and v.storage_offset() == 0
+    off = nbx.arange(30.0)[6:30]                                  # same shape and strides, another offset
+    v = off.view(2, 3, 4)
+    assert v.storage_offset() == 6 and v[0, 0, 0].item() == 6.0
+    t = a.t()                                                     # same shape request, other strides: no view
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        t.view(24)
+    r = t.reshape(24)                                             # reshape copies
+    np.testing.assert_array_equal(r.numpy(), a.numpy().T.reshape(24))
+    assert a.view(-1, 2).shape == (12, 2) and a.view((-1, 2)).shape == (12, 2)
+    assert isinstance(a.view(2, 12).shape, nbx.Size)
+
+
+def test_a_tensor_used_as_a_size_is_not_memoised():
+    x = nbx.arange(12.0)
+    n = nbx.tensor(3)
+    assert x.view(n, 4).shape == (3, 4)
+    n.fill_(4)                                                    # the same object, another value
+    assert x.view(n, 3).shape == (4, 3)
+    assert x.view(np.int64(6), 2).shape == (6, 2) and all(type(s) is int for s in x.view(np.int64(6), 2).shape)

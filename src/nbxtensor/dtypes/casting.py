@@ -81,6 +81,9 @@ def _float_to_int(a: np.ndarray, dst: DType) -> np.ndarray:
     return out
 
 
+_CHECKED: dict = {}   # (type, value, dtype) -> converted value: zero_(), zeros(), full() repeat a few values
+
+
 def checked_scalar(value, dst: DType, fn: str):
     """Convert a Python scalar to a NumPy scalar of ``dst``, refusing overflow as PyTorch's ``checked_convert``.
 
@@ -103,7 +106,24 @@ def checked_scalar(value, dst: DType, fn: str):
         RuntimeError: "fn: value cannot be converted to type <dtype> without overflow" (PyTorch's message).
         OverflowError: a Python int outside ``[-2**63, 2**64)``.
         TypeError: a value that is not a number.
+
+    Conversions of bools, ints and nonzero non-NaN floats are memoised (NumPy scalars are immutable; a value
+    that overflows is refused every time).
     """
+    t = value.__class__
+    if t is int or t is bool or (t is float and value == value and value != 0.0):
+        key = (t, value, dst)
+        hit = _CHECKED.get(key)
+        if hit is None:
+            hit = _checked_scalar(value, dst, fn)
+            if len(_CHECKED) >= 4096:
+                _CHECKED.clear()
+            _CHECKED[key] = hit
+        return hit
+    return _checked_scalar(value, dst, fn)
+
+
+def _checked_scalar(value, dst: DType, fn: str):
     if isinstance(value, np.generic):
         value = value.item()
     check(isinstance(value, (bool, int, float, complex)), lambda: f"{fn}: expected a number, got "

@@ -112,8 +112,9 @@ class DType:
     def __reduce__(self):
         return (dtype_from, (self.name,))
 
-    def __hash__(self) -> int:
-        return hash(self.name)
+    # Instances are unique and compare by identity, so they hash by identity: a C-level hash (dtypes key the
+    # dispatch and launch plans, and sets of dtypes are checked on every call).
+    __hash__ = object.__hash__
 
 
 _ROWS = [

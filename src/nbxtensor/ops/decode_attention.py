@@ -673,12 +673,27 @@ def _append_cpu(kc: Tensor, vc: Tensor, lens: Tensor, kn: Tensor, vn: Tensor, *,
 # ---------------------------------------------------------------------------------------------------------
 # Drivers
 # ---------------------------------------------------------------------------------------------------------
+_UNREAD: dict = {}
+
+
+def _unread_flag(dev) -> Tensor:
+    """A per-device int32 flag that kernels may set and nothing reads (unchecked appends)."""
+    t = _UNREAD.get(dev)
+    if t is None:
+        t = _UNREAD[dev] = new_empty((1,), T.int32, dev)
+    return t
+
+
 def _check_same_device(fn: str, **tensors) -> None:
-    devs = {n: t.device for n, t in tensors.items() if isinstance(t, Tensor)}
-    first = next(iter(devs.values()))
-    for n, d in devs.items():
-        check(d == first, lambda: f"{fn}: Expected all tensors to be on the same device, but argument '{n}' is on {d} "
-              f"and the query on {first}")
+    first = None
+    for n, t in tensors.items():
+        if isinstance(t, Tensor):
+            d = t._storage.device
+            if first is None:
+                first = d
+            elif d is not first:
+                check(d == first, lambda: f"{fn}: Expected all tensors to be on the same device, but argument '{n}' "
+                      f"is on {d} and the query on {first}")
 
 
 def _check_lens(fn: str, lens, B: int, name: str = "cache_seqlens") -> None:
@@ -796,7 +811,9 @@ def _append_driver(rec, args, *, out=None, inplace=None):
               f"new rows {list(kn.shape)} / {list(vn.shape)}")
     for name, t in (("key cache", kc), ("value cache", vc)):
         dispatch_check_writable(t, fn, name)
-    err = new_empty((1,), T.int32, kc.device).zero_()
+    # The error flag is read (a sync) only with check=True; unchecked appends (a decode step's) write to a per-device
+    # flag nobody reads, so they need neither a zeroing launch nor an allocation.
+    err = new_empty((1,), T.int32, kc.device).zero_() if args.get("check", True) else _unread_flag(kc.device)
     if kn.numel() or vn.numel():
         registry.impl(fn, kc.device.type)(kc, vc, lens, kn, vn, paged=paged, block_table=bt if paged else None,
                                           err=err)

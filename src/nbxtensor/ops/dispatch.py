@@ -50,6 +50,7 @@ from __future__ import annotations
 import ast
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable
 
 import numpy as np
@@ -57,10 +58,11 @@ import numpy as np
 from .._errors import check, fail
 from ..device.base import backend_for
 from ..dtypes import table as T
+from ..dtypes.promotion import _default as _DEFAULT_DTYPES
 from ..dtypes.promotion import can_cast, get_default_dtype, result_type
 from ..dtypes.table import DType
 from ..shapes import broadcast_shapes, contiguous_strides, numel, storage_span
-from ..tensor.core import Size, Tensor, new_empty
+from ..tensor.core import Size, Tensor, make_tensor, new_empty
 from . import registry
 
 __all__ = ["Arg", "Schema", "parse_schema", "Promotion", "PROMOTION_KINDS", "promote", "opmath", "scalar_to",
@@ -89,6 +91,11 @@ class Arg:
         """Tensor-typed arguments are operands: they broadcast and (by default) take part in promotion."""
         return "Tensor" in self.types
 
+    @cached_property
+    def takes_tensor(self) -> bool:
+        """A tensor value passes :meth:`Schema.bind` unchanged (the check's fast path)."""
+        return "Tensor" in self.types
+
 
 @dataclass(frozen=True)
 class Schema:
@@ -98,17 +105,26 @@ class Schema:
     name: str
     args: tuple[Arg, ...]
 
-    @property
+    # Derived once per schema (cached_property: the frozen dataclass's instance dict holds them).
+    @cached_property
     def operands(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.args if a.is_operand and a.name != "out")
 
-    @property
+    @cached_property
     def params(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.args if not a.is_operand and a.name not in ("out", "inplace"))
 
-    @property
+    @cached_property
     def has_out(self) -> bool:
         return any(a.name == "out" for a in self.args)
+
+    @cached_property
+    def _positional(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if not a.kwonly)
+
+    @cached_property
+    def _names(self) -> frozenset:
+        return frozenset(a.name for a in self.args)
 
     def bind(self, args: tuple, kwargs: dict, *, fn: str | None = None) -> dict:
         """Match a call's arguments to the schema, fill defaults and check types.
@@ -122,23 +138,32 @@ class Schema:
                 be Tensor, not int").
         """
         fn = fn or self.name
-        positional = [a for a in self.args if not a.kwonly]
-        check(len(args) <= len(positional), lambda: f"{fn}() takes {len(positional)} positional arguments but "
-              f"{len(args)} were given", TypeError)
+        positional = self._positional
+        if len(args) > len(positional):
+            fail(f"{fn}() takes {len(positional)} positional arguments but {len(args)} were given", TypeError)
         out: dict = {}
         for a, v in zip(positional, args):
             out[a.name] = v
-        names = {a.name for a in self.args}
-        for k, v in kwargs.items():
-            check(k in names, lambda: f"{fn}() got an unexpected keyword argument '{k}'", TypeError)
-            check(k not in out, lambda: f"{fn}() got multiple values for argument '{k}'", TypeError)
-            out[k] = v
+        if kwargs:
+            names = self._names
+            for k, v in kwargs.items():
+                check(k in names, lambda: f"{fn}() got an unexpected keyword argument '{k}'", TypeError)
+                check(k not in out, lambda: f"{fn}() got multiple values for argument '{k}'", TypeError)
+                out[k] = v
         for i, a in enumerate(self.args):
-            if a.name not in out:
-                check(a.default is not _REQUIRED, lambda: f"{fn}() missing required argument '{a.name}' "
+            name = a.name
+            if name in out:
+                v = out[name]
+                if v.__class__ is Tensor and a.takes_tensor:   # the common case, without a call
+                    continue
+            else:
+                v = a.default
+                if v is None:
+                    out[name] = None
+                    continue
+                check(v is not _REQUIRED, lambda: f"{fn}() missing required argument '{a.name}' "
                       f"(position {i + 1})", TypeError)
-                out[a.name] = a.default
-            out[a.name] = _check_type(fn, a, i, out[a.name])
+            out[name] = _check_type(fn, a, i, v)
         return out
 
 
@@ -311,15 +336,34 @@ def is_scalar(x) -> bool:
     return isinstance(x, (bool, int, float, complex))
 
 
+_SCALARS: dict = {}   # (type, value, dtype) -> converted value, for the numbers a program uses over and over
+
+
 def scalar_to(value, d: DType):
     """A Python scalar operand as a NumPy scalar of ``d``, as PyTorch converts a wrapped number to the
     computation dtype: integers wrap modulo 2**bits, floats round to nearest (through float64), anything
     nonzero is True for bool.
 
+    Conversions of bools, ints and nonzero non-NaN floats are memoised (NumPy scalars are immutable).
+
     Raises:
         RuntimeError: a complex value into a real dtype with a nonzero imaginary part, or a non-finite float
             into an integer dtype.
     """
+    t = value.__class__
+    if t is int or t is bool or (t is float and value == value and value != 0.0):
+        key = (t, value, d)
+        hit = _SCALARS.get(key)
+        if hit is None:
+            hit = _scalar_to(value, d)
+            if len(_SCALARS) >= 4096:
+                _SCALARS.clear()
+            _SCALARS[key] = hit
+        return hit
+    return _scalar_to(value, d)
+
+
+def _scalar_to(value, d: DType):
     if d is T.bool_:
         return np.bool_(value != 0)
     if d.kind in (T.KIND_INT, T.KIND_UINT):
@@ -484,9 +528,28 @@ def pointwise(rec, args: dict, *, out: Tensor | None = None, inplace: Tensor | N
     scalars converted to ``prom.compute`` (NumPy scalars), in schema order (``None`` for absent optional
     operands). Zero-size outputs launch nothing.
 
+    A call with a new output whose operands are all on one device takes a plan memoised per (op, device type,
+    operand dtypes, shapes and strides, scalar types, promotion kind): promotion, broadcast shape, output layout
+    and the broadcast views' strides are computed once (:func:`_plan_key`); the dtype check of an op whose
+    allowed dtypes depend on its arguments, ``prepare`` and the scalar conversions still run every call.
+
     Returns:
         ``out`` (the new tensor, the user's ``out=`` or ``inplace``).
     """
+    if out is None and inplace is None:
+        key = _plan_key(rec, args)
+        if key is not None:
+            plans = rec.extra.get("_plans")
+            plan = plans.get(key) if plans is not None else None
+            if plan is not None:
+                return _run_plan(rec, plan, args)
+            o = _pointwise(rec, args, None, None)
+            _remember(rec, key, args)
+            return o
+    return _pointwise(rec, args, out, inplace)
+
+
+def _pointwise(rec, args: dict, out, inplace) -> Tensor:
     fn = rec.name if inplace is None else rec.name + "_"
     sch: Schema = rec.extra["schema_obj"]
     names = sch.operands
@@ -519,6 +582,107 @@ def pointwise(rec, args: dict, *, out: Tensor | None = None, inplace: Tensor | N
             inputs.append(None)
         else:
             inputs.append(scalar_to(v, prom.compute))
+    registry.impl(rec.name, dev.type)(o, inputs, prom, params)
+    return o
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Plans of the pointwise pipeline: what a call's operand signature determines, computed once
+# ---------------------------------------------------------------------------------------------------------
+_MAX_PLANS = 1024   # per op; a full table is dropped (a program uses a handful of signatures per op)
+
+
+def _plan_key(rec, args: dict):
+    """The plan key of a call with a new output, or None when the call must take the full path (operands on
+    different devices, a NumPy scalar, ...). Dtype, shape and strides of each tensor operand, the type of each
+    Python scalar (promotion depends on it, conversion on the value), the promotion kind, the device type, the
+    default float dtype."""
+    ex = rec.extra
+    kind = ex.get("promotion", "default")
+    key = (kind(args) if kind.__class__ is not str else kind,)
+    dev = None
+    for n in ex["schema_obj"].operands:
+        v = args[n]
+        t = v.__class__
+        if t is Tensor:
+            d = v._storage.device
+            if dev is None:
+                dev = d
+            elif d is not dev and d != dev:
+                return None
+            key += (v._dtype, v._shape, v._stride)
+        elif v is None or t is float or t is int or t is bool or t is complex:
+            key += (t,)
+        else:
+            return None
+    if dev is None:
+        return None
+    return key + (dev.type, _DEFAULT_DTYPES["float"])   # (a Python float's dtype, and int_to_float's result)
+
+
+class _Plan:
+    __slots__ = ("prom", "shape", "strides", "nbytes", "empty", "views", "allowed", "prepare", "params")
+
+
+def _remember(rec, key: tuple, args: dict) -> None:
+    """Store the plan of a call that the full path has just run (so every check it makes has passed)."""
+    ex = rec.extra
+    sch: Schema = ex["schema_obj"]
+    names = sch.operands
+    pnames = ex.get("promote", names)
+    prom = promote(key[0], *[args[n] for n in pnames if args[n] is not None], fn=rec.name)
+    tensors = [args[n] for n in names if isinstance(args[n], Tensor)]
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    p = _Plan()
+    p.prom = prom
+    p.shape = Size(shape)
+    p.strides = contiguous_strides(shape)
+    p.nbytes = numel(shape) * prom.result.itemsize
+    p.empty = numel(shape) == 0
+    views = []
+    for n in names:   # per operand: None (passed as is), "scalar" (converted per call), or a broadcast view's layout
+        v = args[n]
+        if isinstance(v, Tensor):
+            if tuple(v.shape) != tuple(shape):
+                e = v.expand(shape)
+                views.append((e._shape, e._stride))
+            else:
+                views.append(None)
+        else:
+            views.append(None if v is None else "scalar")
+    p.views = tuple(views)
+    allowed = ex.get("dtypes")
+    p.allowed = allowed if callable(allowed) else None   # a fixed set was checked by the full path
+    p.prepare = ex.get("prepare")
+    p.params = sch.params
+    plans = ex.get("_plans")
+    if plans is None or len(plans) >= _MAX_PLANS:
+        plans = ex["_plans"] = {}
+    plans[key] = p
+
+
+def _run_plan(rec, p: _Plan, args: dict) -> Tensor:
+    prom = p.prom
+    if p.allowed is not None:
+        check_dtype(p.allowed(args), prom.input, rec.name)
+    prepare = p.prepare
+    params = prepare(args, prom) if prepare is not None else {n: args[n] for n in p.params}
+    inputs = []
+    dev = None
+    for n, view in zip(rec.extra["schema_obj"].operands, p.views):
+        v = args[n]
+        if view is None:
+            if dev is None and v is not None:
+                dev = v._storage.device
+            inputs.append(v)
+        elif view == "scalar":
+            inputs.append(scalar_to(v, prom.compute))
+        else:
+            dev = v._storage.device
+            inputs.append(make_tensor(v._storage, view[0], view[1], v._offset, v._dtype))
+    o = make_tensor(backend_for(dev).allocate(p.nbytes, dev), p.shape, p.strides, 0, prom.result)
+    if p.empty:
+        return o
     registry.impl(rec.name, dev.type)(o, inputs, prom, params)
     return o
 
@@ -575,9 +739,12 @@ def _make_dunder(rec, mode: str) -> Callable:
     sch: Schema = rec.extra["schema_obj"]
     drive = _driver(rec)
     first, second = sch.operands[0], sch.operands[1] if len(sch.operands) > 1 else None
+    base = _defaults(sch)
 
     def _ok(other) -> bool:
-        return isinstance(other, Tensor) or is_scalar(other) or isinstance(other, np.generic)
+        t = other.__class__
+        return (t is Tensor or t is float or t is int or isinstance(other, Tensor) or is_scalar(other)
+                or isinstance(other, np.generic))
 
     if mode == "unary":
         def dunder(self):
@@ -586,21 +753,21 @@ def _make_dunder(rec, mode: str) -> Callable:
         def dunder(self, other):
             if not _ok(other):
                 return NotImplemented
-            a = _defaults(sch)
+            a = base.copy()
             a[first], a[second] = self, _plain(other)
             return drive(rec, a, out=None)
     elif mode == "rev":
         def dunder(self, other):
             if not _ok(other):
                 return NotImplemented
-            a = _defaults(sch)
+            a = base.copy()
             a[first], a[second] = _plain(other), self
             return drive(rec, a, out=None)
     elif mode == "inplace":
         def dunder(self, other):
             if not _ok(other):
                 return NotImplemented
-            a = _defaults(sch)
+            a = base.copy()
             a[first], a[second] = self, _plain(other)
             return drive(rec, a, out=None, inplace=self)
     else:
@@ -609,7 +776,8 @@ def _make_dunder(rec, mode: str) -> Callable:
 
 
 def _plain(v):
-    return v.item() if isinstance(v, np.generic) else v
+    t = v.__class__
+    return v if t is Tensor or t is float or t is int else v.item() if isinstance(v, np.generic) else v
 
 
 def _defaults(sch: Schema) -> dict:

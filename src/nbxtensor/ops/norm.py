@@ -44,6 +44,7 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.table import DType
 from ..runtime.configs import launch_config
+from ..runtime.configs import state as config_state
 from ..runtime.launcher import interpreting
 from ..runtime.triton_compat import jit, tl
 from ..shapes import numel
@@ -203,7 +204,17 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     (a persistent grid: weight and bias read once per program), ``HOIST_PARAMS`` (weight and bias loaded before
     the statistics even without a persistent grid: their latency overlaps the row's, for more registers),
     ``LOOP_STAGES`` (pipelining of the row loop on one tile, of the column loops otherwise), ``EVICT``/``EVICT2``
-    (L2 policies, see the kernel)."""
+    (L2 policies, see the kernel).
+
+    Grid and keywords are planned once per (dtype, rows, n, flags, device, config state)."""
+    key = (x._dtype, rows, n, rms, w is None, b is None, groups, cpg, hw, x._storage.device, config_state(),
+           launch_config)
+    hit = _ROWS_PLANS.get(key)
+    if hit is not None:
+        grid, nblk, kw = hit
+        launch_quiet(_norm_rows_kernel, (grid,), x, w if w is not None else x, b if b is not None else x, y, rows,
+                     n, groups, cpg, hw, float(eps), nblk, **kw)
+        return
     cfg = launch_config("norm_rows", x.device, dtypes=(x.dtype,), rows=rows, cols=n)
     one = n <= cfg["BLOCK_N"]
     nblk = cdiv(rows, cfg["BLOCK_M"])
@@ -213,10 +224,17 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     meta["EVICT2"] = str(meta.get("EVICT2") or "")
     meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
     meta["HW_CVT"] = not interpreting()
+    kw = dict(RMS=rms, HAS_W=w is not None, HAS_B=b is not None, ONE_TILE=one,
+              GROUPED=not one and hw > 1, SHARED=one and groups == 1 and hw == 1 and hoist,
+              ACC=TL_DTYPES[_acc(x.dtype).name], **meta)
+    if len(_ROWS_PLANS) >= 1024:
+        _ROWS_PLANS.clear()
+    _ROWS_PLANS[key] = (grid, nblk, kw)
     launch_quiet(_norm_rows_kernel, (grid,), x, w if w is not None else x, b if b is not None else x, y, rows, n,
-                 groups, cpg, hw, float(eps), nblk, RMS=rms, HAS_W=w is not None, HAS_B=b is not None, ONE_TILE=one,
-                 GROUPED=not one and hw > 1, SHARED=one and groups == 1 and hw == 1 and hoist,
-                 ACC=TL_DTYPES[_acc(x.dtype).name], **meta)
+                 groups, cpg, hw, float(eps), nblk, **kw)
+
+
+_ROWS_PLANS: dict = {}
 
 
 def launch_batch_norm(x: Tensor, rm: Tensor, rv: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *,

@@ -44,6 +44,7 @@ from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..runtime.configs import launch_config
+from ..runtime.configs import state as config_state
 from ..runtime.launcher import interpreting
 from ..runtime.triton_compat import jit, tl
 from ..shapes import contiguous_strides, wrap_dim
@@ -233,9 +234,19 @@ def _meta(cfg: dict, one_tile: bool, acc) -> dict:
 
 
 def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
-    """softmax (``log=False``) or log_softmax of ``x`` along ``dim`` into ``y`` (x's shape, any strides)."""
+    """softmax (``log=False``) or log_softmax of ``x`` along ``dim`` into ``y`` (x's shape, any strides).
+
+    Kernel, grid, sizes, strides and keywords are planned once per (layouts of ``x`` and ``y``, dim, device,
+    config state) when neither operand needs a copy."""
+    key = (x._dtype, x._shape, x._stride, y._dtype, y._shape, y._stride, dim, log, x._storage.device, config_state(),
+           launch_config)
+    hit = _PLANS.get(key)
+    if hit is not None:
+        launch_quiet(hit[0], hit[1], x, y, *hit[2], **hit[3])
+        return
     flags = [d == dim for d in range(x.ndim)]
     can = canonical3(x.shape, x.stride(), flags)
+    plannable = can is not None
     if can is None:
         x = x.contiguous()
         can = canonical3(x.shape, x.stride(), flags)
@@ -254,16 +265,24 @@ def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
         meta = _meta(cfg, one, acc)
         # the row loop is pipelined only on one tile (the looped path pipelines its inner loops)
         meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
-        launch_quiet(_softmax_rows_kernel, (grid,), x, y, O, N, nblk, sxo, sxn, st[0], st[1], LOG=log, ONE_TILE=one,
-                     ACC=acc, **meta)
+        plan = (_softmax_rows_kernel, (grid,), (O, N, nblk, sxo, sxn, st[0], st[1]),
+                dict(LOG=log, ONE_TILE=one, ACC=acc, **meta))
     else:
         cfg = launch_config("softmax_cols", x.device, dtypes=(x.dtype,), rows=N, cols=I)
         one = N <= cfg["BLOCK_N"]
         cfg.pop("programs_per_sm", None)
-        launch_quiet(_softmax_cols_kernel, (O * cdiv(I, cfg["BLOCK_I"]),), x, y, I, N, sxo, sxn, sxi, st[0], st[1],
-                     st[2], LOG=log, ONE_TILE=one, ACC=acc, **_meta(cfg, one, acc))
+        plan = (_softmax_cols_kernel, (O * cdiv(I, cfg["BLOCK_I"]),), (I, N, sxo, sxn, sxi, st[0], st[1], st[2]),
+                dict(LOG=log, ONE_TILE=one, ACC=acc, **_meta(cfg, one, acc)))
+    if plannable and ycopy is None:
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    launch_quiet(plan[0], plan[1], x, y, *plan[2], **plan[3])
     if ycopy is not None:
         ycopy.copy_(y)
+
+
+_PLANS: dict = {}
 
 
 # ---------------------------------------------------------------------------------------------------------

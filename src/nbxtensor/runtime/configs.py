@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from .._errors import check
 
-__all__ = ["LaunchKey", "bucket", "launch_config", "arch_of", "override", "CONFIG_DIR"]
+__all__ = ["LaunchKey", "bucket", "launch_config", "arch_of", "override", "state", "CONFIG_DIR"]
 
 CONFIG_DIR = os.path.join(os.path.dirname(__file__), "configs")
 
@@ -85,8 +85,20 @@ def _match(rule: dict, key: LaunchKey) -> bool:
     return True
 
 
+# Answers of launch_config by (op, device type, device index, dtypes, shape facts as passed): a decode step asks
+# the same questions every token, and the rule search below costs ~30 Python calls. Valid while ``arch_of`` is the
+# function that filled it (tests swap it) and no override is in force (sweeps bypass the memo).
+_MEMO: dict = {}
+_MEMO_MAX = 4096
+_memo_arch = None
+
+
 def launch_config(op: str, device, *, dtypes=(), **shape_facts: int) -> dict:
     """The settings for launching ``op`` on ``device`` with the given dtypes and shape facts.
+
+    Answers are memoised per (op, device, dtypes, shape facts): a repeated question costs a dict lookup and a
+    copy of the answer. The memo is bypassed while an :func:`override` is in force, and dropped when
+    :func:`arch_of` is replaced.
 
     Args:
         op: the op's name in the tables.
@@ -101,6 +113,25 @@ def launch_config(op: str, device, *, dtypes=(), **shape_facts: int) -> dict:
         KeyError: neither the architecture's table nor ``generic.json`` has a rule for ``op`` that matches,
             naming the op, the architecture and the key.
     """
+    global _memo_arch
+    if _OVERRIDES:
+        return _launch_config(op, device, dtypes, shape_facts)
+    if _memo_arch is not arch_of:
+        _MEMO.clear()
+        _memo_arch = arch_of
+    try:
+        key = (op, device.type, device.index, tuple(dtypes), *shape_facts.items())
+        hit = _MEMO.get(key)
+    except TypeError:  # an unhashable fact: no memo
+        return _launch_config(op, device, dtypes, shape_facts)
+    if hit is None:
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        hit = _MEMO[key] = _launch_config(op, device, dtypes, shape_facts)
+    return hit.copy()
+
+
+def _launch_config(op: str, device, dtypes, shape_facts: dict) -> dict:
     names = tuple(getattr(d, "name", d) for d in dtypes)
     key = LaunchKey(op, names, tuple(sorted((k, bucket(v)) for k, v in shape_facts.items())), arch_of(device))
     for arch in (key.arch, "generic"):
@@ -128,9 +159,11 @@ def override(op: str, **settings):
     Raises:
         TypeError: ``settings`` is empty.
     """
+    global _GEN
     check(bool(settings), lambda: f"override: give at least one setting for op '{op}'", TypeError)
     before = _OVERRIDES.get(op)
     _OVERRIDES[op] = {**(before or {}), **settings}
+    _GEN += 1
     try:
         yield
     finally:
@@ -138,3 +171,13 @@ def override(op: str, **settings):
             _OVERRIDES.pop(op, None)
         else:
             _OVERRIDES[op] = before
+        _GEN += 1
+
+
+_GEN = 0   # bumped whenever an override starts or ends
+
+
+def state() -> tuple:
+    """A token equal between two calls exactly when :func:`launch_config` answers the same questions the same way
+    (the architecture lookup and the overrides in force): plans built from its answers are keyed on it."""
+    return (arch_of, _GEN)

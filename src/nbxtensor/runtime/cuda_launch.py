@@ -280,7 +280,11 @@ def _slow(kernel, sig, grid, i, args, meta, key):
         _cache[key] = (run.launch, head, tail, False)
 
 
-def launch(kernel, grid, dev, args, meta):
+def _full(args, planned) -> tuple:
+    return tuple(args) + planned.args if planned is not None else args
+
+
+def launch(kernel, grid, dev, args, meta, planned=None):
     """Launch ``kernel`` over ``grid`` on CUDA device ``dev`` on its current stream (see the module docstring).
 
     Args:
@@ -288,7 +292,10 @@ def launch(kernel, grid, dev, args, meta):
         grid: 1 to 3 ints, or a callable of the bound arguments (as Triton).
         dev: the launch device (``cuda:i``), the device of the tensor arguments.
         args: positional arguments: tensors (passed as pointers), Python scalars, other pointer-like objects.
-        meta: constexpr values and launch options (``BLOCK=...``, ``num_warps=...``).
+        meta: constexpr values and launch options (``BLOCK=...``, ``num_warps=...``); ``planned.meta`` with a
+            planned tail.
+        planned: a :class:`~nbxtensor.runtime.launcher.Tail`: trailing arguments passed after ``args``, keyed by
+            the tail's identity (its arguments' specialization and keywords are fixed when it is planned).
 
     Raises:
         TypeError / RuntimeError: see :func:`validate`; a grid CUDA cannot launch.
@@ -313,7 +320,7 @@ def launch(kernel, grid, dev, args, meta):
             p = st.ptr + a._offset * dt.itemsize
             h = st.handle
             if st.device.index != i or (h is not None and h.state == 3):
-                validate(signature_of(kernel), i, args, meta)   # raises, naming the argument
+                validate(signature_of(kernel), i, _full(args, planned), meta)   # raises, naming the argument
             cadd(p)
             kadd(id(dt) + (not p & 15))      # ids are multiples of 8: one int holds dtype and alignment
         elif t is int:
@@ -325,9 +332,9 @@ def launch(kernel, grid, dev, args, meta):
             kadd(-1)
         elif hasattr(a, "_storage") and hasattr(a, "_dtype"):     # a tensor (first sight of the class)
             _Tensor = t
-            return launch(kernel, grid, dev, args, meta)
+            return launch(kernel, grid, dev, args, meta, planned)
         elif hasattr(a, "data_ptr") and t is not bool:
-            validate(signature_of(kernel), i, args, meta)
+            validate(signature_of(kernel), i, _full(args, planned), meta)
             p = int(a.data_ptr())
             call.append(p)
             key.append(str(a.dtype))
@@ -335,7 +342,10 @@ def launch(kernel, grid, dev, args, meta):
         else:
             call.append(a)
             key.append(arg_spec(a))
-    if meta:
+    if planned is not None:
+        kadd(planned)   # identity: the tail's arguments and keywords never change
+        call.extend(planned.args)
+    elif meta:
         key.append(tuple(meta.items()))
     try:
         key = tuple(key)
@@ -343,7 +353,7 @@ def launch(kernel, grid, dev, args, meta):
     except TypeError:  # an unhashable argument: Triton's path every time
         key, entry = None, None
     if entry is None or _ENTER.calls or _EXIT.calls:   # hooks added (HookChain.add) by a profiler: Triton's path
-        _slow(kernel, signature_of(kernel), grid, i, args, meta, key)
+        _slow(kernel, signature_of(kernel), grid, i, _full(args, planned), meta, key)
         return
     fn, head, tail, scratch = entry
     if grid.__class__ is tuple and len(grid) == 1 and 0 <= grid[0] <= 0x7FFFFFFF:

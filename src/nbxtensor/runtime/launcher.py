@@ -15,7 +15,7 @@ from .._errors import check, fail
 from .interpret import HostArg
 from .triton_compat import INTERPRET, require_triton
 
-__all__ = ["launch", "interpreting"]
+__all__ = ["launch", "launch_tail", "Tail", "interpreting"]
 
 
 def interpreting() -> bool:
@@ -60,6 +60,43 @@ def launch(kernel, grid, *args, **meta):
     host_args = [HostArg.of(a) if _is_tensor(a) else a for a in args]
     meta = {k: v for k, v in meta.items() if k not in ("num_warps", "num_stages", "num_ctas")}
     return kernel[grid](*host_args, **meta)
+
+
+class Tail:
+    """The constant end of a planned launch: trailing positional arguments (ints and floats, no tensors) and the
+    keywords (constexprs, launch options), fixed when an op plans a launch.
+
+    :func:`launch_tail` passes them after the per-call arguments. The CUDA fast path keys its compiled-kernel cache
+    on the tail object itself (identity) instead of re-deriving the specialization of each trailing argument and
+    hashing the keywords on every launch, so a tail must not be changed after its first launch: plan a new one.
+    """
+
+    __slots__ = ("args", "meta", "__weakref__")
+
+    def __init__(self, args=(), meta=None):
+        self.args = tuple(args)
+        self.meta = dict(meta or {})
+
+
+def launch_tail(kernel, grid, args, tail: Tail):
+    """``launch(kernel, grid, *args, *tail.args, **tail.meta)``: the one launcher with a planned constant tail.
+
+    Args:
+        kernel: a ``@jit`` kernel.
+        grid: a tuple of up to 3 ints.
+        args: the per-call leading arguments (tensors and scalars), with at least one tensor.
+        tail: the planned trailing arguments and keywords (see :class:`Tail`).
+
+    Raises:
+        RuntimeError / TypeError: as :func:`launch`.
+    """
+    for a in args:
+        st = getattr(a, "_storage", None)
+        if st is not None:
+            if st.device.type == "cuda":
+                return (_CUDA_LAUNCH or _cuda_launch()).launch(kernel, grid, st.device, args, tail.meta, tail)
+            break
+    return launch(kernel, grid, *args, *tail.args, **tail.meta)
 
 
 _CUDA_LAUNCH = None

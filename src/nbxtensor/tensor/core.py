@@ -7,7 +7,9 @@ class by the op table (:mod:`nbxtensor.ops`), so this module never imports an op
 
 from __future__ import annotations
 
+import math
 import numbers
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -17,10 +19,14 @@ from ..device.base import Storage, as_device, backend_for
 from ..device.base import device as Device
 from ..dtypes import table as T
 from ..dtypes.table import DType, dtype_from
-from ..shapes import contiguous_strides, is_contiguous, numel, storage_span
+from ..shapes import contiguous_strides, is_contiguous, numel, storage_span, wrap_dim
 
-__all__ = ["Tensor", "Size", "host_view", "new_empty", "new_empty_like", "from_host_array", "copy_hook",
+__all__ = ["Tensor", "Size", "host_view", "new_empty", "new_empty_like", "make_tensor", "from_host_array", "copy_hook",
            "is_non_overlapping_and_dense", "overlap_status"]
+
+
+_prod = math.prod
+_CONTIGUOUS: dict = {}   # (shape, strides) -> is_contiguous: a layout's answer never changes
 
 
 class Size(tuple):
@@ -63,47 +69,45 @@ class Tensor:
     __array_priority__ = 1000  # NumPy defers binary operators to ours
 
     def __init__(self, storage: Storage, shape: tuple[int, ...], stride: tuple[int, ...], offset: int, dtype: DType):
-        check(isinstance(storage, Storage), lambda: "Tensor: construct tensors with nbxtensor.tensor(), zeros(), "
-              f"empty() ...; the constructor takes a Storage, got {type(storage).__name__}", TypeError)
+        if not isinstance(storage, Storage):
+            fail("Tensor: construct tensors with nbxtensor.tensor(), zeros(), empty() ...; the constructor takes a "
+                 f"Storage, got {type(storage).__name__}", TypeError)
         self._storage = storage
-        self._shape = Size(shape)
-        self._stride = tuple(stride)
+        self._shape = shape if shape.__class__ is Size else Size(shape)
+        self._stride = stride if stride.__class__ is tuple else tuple(stride)
         self._offset = offset
         self._dtype = dtype
-        if numel(shape) and storage.nbytes:
+        if storage.nbytes and _prod(shape):
             lo, hi = storage_span(shape, stride, offset)
             assert lo >= 0 and hi * dtype.itemsize <= storage.nbytes, (shape, stride, offset, storage.nbytes)
 
     # -- metadata ---------------------------------------------------------------------------------
-    @property
-    def shape(self) -> Size:
-        return self._shape
+    # The hot accessors are C-level (attrgetter properties; an int dim indexes the tuple directly): every op
+    # reads them several times per call.
+    shape = property(attrgetter("_shape"), doc="The shape, a :class:`Size`.")
 
     def size(self, dim: int | None = None):
         """The shape, or the size of one dim (negative dims count from the end)."""
         if dim is None:
             return self._shape
-        from ..shapes import wrap_dim
+        if dim.__class__ is int and -len(self._shape) <= dim < len(self._shape):
+            return self._shape[dim]
         return self._shape[wrap_dim(dim, self.ndim, fn="size", wrap_scalar=False)]
 
     def stride(self, dim: int | None = None):
         """Strides in elements, or the stride of one dim."""
         if dim is None:
             return self._stride
-        from ..shapes import wrap_dim
+        if dim.__class__ is int and -len(self._stride) <= dim < len(self._stride):
+            return self._stride[dim]
         return self._stride[wrap_dim(dim, self.ndim, fn="stride", wrap_scalar=False)]
 
     def storage_offset(self) -> int:
         """Offset of element ``[0, ..., 0]`` in the storage, in elements."""
         return self._offset
 
-    @property
-    def dtype(self) -> DType:
-        return self._dtype
-
-    @property
-    def device(self) -> Device:
-        return self._storage.device
+    dtype = property(attrgetter("_dtype"), doc="The element type, a :class:`~nbxtensor.dtypes.table.DType`.")
+    device = property(attrgetter("_storage.device"), doc="The device the storage lives on.")
 
     @property
     def is_cuda(self) -> bool:
@@ -121,7 +125,7 @@ class Tensor:
         return len(self._shape)
 
     def numel(self) -> int:
-        return numel(self._shape)
+        return _prod(self._shape)
 
     nelement = numel
 
@@ -145,7 +149,14 @@ class Tensor:
         return self._storage
 
     def is_contiguous(self, memory_format: object = None) -> bool:
-        return is_contiguous(self._shape, self._stride)
+        key = (self._shape, self._stride)
+        r = _CONTIGUOUS.get(key)
+        if r is None:
+            r = is_contiguous(self._shape, self._stride)
+            if len(_CONTIGUOUS) >= 4096:
+                _CONTIGUOUS.clear()
+            _CONTIGUOUS[key] = r
+        return r
 
     def is_floating_point(self) -> bool:
         return self._dtype.is_floating_point
@@ -555,13 +566,38 @@ def overlap_status(a: Tensor, b: Tensor) -> str:
     return "partial" if a0 < b1 and b0 < a1 else "no"
 
 
+_new_tensor = object.__new__
+
+
+def make_tensor(storage: Storage, shape: Size, stride: tuple, offset: int, dtype: DType) -> Tensor:
+    """A tensor from metadata the caller has already checked (internal hot paths: ``shape`` a :class:`Size`,
+    ``stride`` a tuple of ints, the view inside ``storage``); :class:`Tensor`'s constructor checks all of it."""
+    t = _new_tensor(Tensor)
+    t._storage = storage
+    t._shape = shape
+    t._stride = stride
+    t._offset = offset
+    t._dtype = dtype
+    return t
+
+
+_CONTIG: dict = {}   # shape -> (Size, contiguous strides, numel): new_empty's per-shape facts
+
+
 def new_empty(shape, dtype: DType, dev: Device) -> Tensor:
     """An uninitialised contiguous tensor (internal; :func:`nbxtensor.empty` is the public factory)."""
-    shape = tuple(shape)
-    for s in shape:
-        check(s >= 0, lambda: f"Trying to create tensor with negative dimension {s}: {list(shape)}")
-    storage = backend_for(dev).allocate(numel(shape) * dtype.itemsize, dev)
-    return Tensor(storage, shape, contiguous_strides(shape), 0, dtype)
+    shape = shape if shape.__class__ is tuple or shape.__class__ is Size else tuple(shape)
+    facts = _CONTIG.get(shape)
+    if facts is None:
+        for s in shape:
+            check(s >= 0, lambda: f"Trying to create tensor with negative dimension {s}: {list(shape)}")
+        facts = (Size(shape), contiguous_strides(shape), numel(shape))
+        if all(s.__class__ is int for s in shape):   # (a NumPy integer must not be handed back to int callers)
+            if len(_CONTIG) >= 4096:
+                _CONTIG.clear()
+            _CONTIG[shape] = facts
+    size, strides, n = facts
+    return make_tensor(backend_for(dev).allocate(n * dtype.itemsize, dev), size, strides, 0, dtype)
 
 
 def from_host_array(a: np.ndarray, dtype: DType, dev: Device) -> Tensor:

@@ -12,7 +12,7 @@ from .._errors import check
 from ..dtypes.table import dtype_from, DType
 from ..shapes import (broadcast_shapes, compute_view_strides, index_arg, infer_size, normalize_shape, wrap_dim,
                       wrap_dims)
-from .core import Tensor
+from .core import Size, Tensor, make_tensor
 
 __all__ = ["VIEW_METHODS"]
 
@@ -26,6 +26,39 @@ def _is_dtype_arg(args: tuple) -> bool:
     if isinstance(a, str):
         return True
     return isinstance(a, type) or type(a).__name__ == "dtype"
+
+
+_LAYOUTS: dict = {}   # (shape, strides, requested shape) -> (Size, strides) of the view: a layout's answer is fixed
+
+
+def _int_shape(shape: tuple):
+    """``shape`` (``view``'s arguments) as a tuple of Python ints when it is one (``f(2, 3)``, ``f((2, 3))``),
+    else None: only such requests are memoised (a one-element tensor used as a size may change value)."""
+    if len(shape) == 1 and shape[0].__class__ in (tuple, Size):
+        shape = shape[0]
+    for s in shape:
+        if s.__class__ is not int:
+            return None
+    return shape
+
+
+def _known_view(self: Tensor, shape: tuple):
+    key = _int_shape(shape)
+    if key is None:
+        return None, None
+    key = (self._shape, self._stride, key)
+    hit = _LAYOUTS.get(key)
+    if hit is None:
+        return None, key
+    return make_tensor(self._storage, hit[0], hit[1], self._offset, self._dtype), key
+
+
+def _remember(key, t: Tensor) -> Tensor:
+    if key is not None:
+        if len(_LAYOUTS) >= 4096:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = (t._shape, t._stride)
+    return t
 
 
 def view(self: Tensor, *shape) -> Tensor:
@@ -43,13 +76,16 @@ def view(self: Tensor, *shape) -> Tensor:
     """
     check(len(shape) > 0, "view() received an invalid combination of arguments - got (), but expected one of: "
           "(dtype dtype) or (tuple of ints size)", TypeError)
+    t, key = _known_view(self, shape)
+    if t is not None:
+        return t
     if _is_dtype_arg(shape):
         return _view_dtype(self, dtype_from(shape[0]))
     shape = infer_size(normalize_shape(shape, fn="view"), self.numel(), fn="view")
     strides = compute_view_strides(self.shape, self.stride(), shape)
     check(strides is not None, "view size is not compatible with input tensor's size and stride (at least one "
           "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
-    return self._view(shape, strides)
+    return _remember(key, self._view(shape, strides))
 
 
 def _view_dtype(self: Tensor, dt: DType) -> Tensor:
@@ -86,10 +122,13 @@ def _view_dtype(self: Tensor, dt: DType) -> Tensor:
 def reshape(self: Tensor, *shape) -> Tensor:
     """A view when ATen's stride computation allows one, else a contiguous copy (``torch.reshape``)."""
     check(len(shape) > 0, 'reshape() missing 1 required positional arguments: "shape"', TypeError)
+    t, key = _known_view(self, shape)
+    if t is not None:
+        return t
     shape = infer_size(normalize_shape(shape, fn="reshape"), self.numel(), fn="reshape")
     strides = compute_view_strides(self.shape, self.stride(), shape)
     if strides is not None:
-        return self._view(shape, strides)
+        return _remember(key, self._view(shape, strides))
     return self.clone(memory_format="contiguous_format").view(shape)
 
 
