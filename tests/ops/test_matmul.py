@@ -446,6 +446,146 @@ def test_split_k_is_deterministic(device):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# The small-M kernel's settings (each a path of the kernel), split_k, launch plans
+# ---------------------------------------------------------------------------------------------------------
+KERNELS = INTERPRET or GPU
+
+GEMV_SETTINGS = [dict(), dict(UNROLL=2), dict(UNROLL=4, PREFETCH=True), dict(UNROLL=2, PREFETCH=True, BLOCK_N=4),
+                 dict(UNROLL=4, EVICT_W="evict_first", BLOCK_N=16), dict(BLOCK_N=2, num_warps=2, UNROLL=8)]
+
+
+@pytest.mark.skipif(not KERNELS, reason="the Triton kernels run under the interpreter or on a GPU")
+@pytest.mark.parametrize("settings", GEMV_SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()) or "table")
+def test_gemv_settings(settings, device):
+    """Every M = 1 path of the GEMV kernel (UNROLL chunks, PREFETCH, the masked tail, split-K with ranges that
+    are and are not whole chunks, rows past N) against the oracle, with bias and an activation."""
+    from nbxtensor.runtime.configs import override
+    bk = launch_config("gemv", nbx.device(device), dtypes=(T.float32,), m=1, n=64, k=64)["BLOCK_K"]
+    for N, K in [(5, 2 * bk * 4), (9, 3 * bk + 5), (33, bk - 3), (3, 40 * bk)]:
+        for dt in (T.float32, T.bfloat16):
+            x, w, b = vals((1, K), dt), vals((N, K), dt), vals((N,), dt)
+            with override("gemv", **settings) if settings else _nullcontext():
+                r = MM.linear(make(x, dt, device), make(w, dt, device), make(b, dt, device), activation="relu")
+            assert_close(r, np.maximum(x @ w.T + b, 0), dt, K + 1, f"gemv {settings} {N}x{K} {dt.name}")
+
+
+@pytest.mark.skipif(not KERNELS, reason="the Triton kernels run under the interpreter or on a GPU")
+@pytest.mark.parametrize("settings", [dict(), dict(DOT_T=True), dict(DOT_T=True, BLOCK_N=16, BLOCK_K=32)],
+                         ids=["table", "dot_t", "dot_t-n16"])
+def test_gemv_rows_dot_t(settings, device):
+    """2 <= M <= MAX_M: tl.dot with M padded, x @ w^T or (DOT_T) w @ x^T, split-K and K tails; a transposed
+    weight read in place."""
+    from nbxtensor.runtime.configs import override
+    for M, N, K in [(2, 40, 33), (5, 17, 300), (8, 24, 100)]:
+        dt = T.float32
+        x, w = vals((M, K), dt), vals((N, K), dt)
+        with override("gemv", **settings) if settings else _nullcontext():
+            r = MM.linear(make(x, dt, device), make(w, dt, device, "transposed"))
+        assert_close(r, x @ w.T, dt, K, f"rows {settings} {M}x{N}x{K}")
+
+
+def _nullcontext():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def test_split_k_rule():
+    """split_k: no split when the row tiles reach the target; else ceil(target / tiles) programs per tile, at
+    most K // MIN_K_SPLIT, ranges in whole chunks when they hold one, else in whole tiles."""
+    dev = nbx.device("cpu")
+    cfg = {"target_programs": 8, "MIN_K_SPLIT": 32}
+    assert MM.split_k(1000, 8, cfg, dev, step=64, grain=16) == (1, 1000)
+    assert MM.split_k(0, 1, cfg, dev, step=64, grain=16) == (1, 0)
+    assert MM.split_k(1000, 2, cfg, dev, step=64, grain=16) == (4, 256)   # 4 x 256 covers 1000
+    assert MM.split_k(100, 1, cfg, dev, step=64, grain=16) == (3, 48)     # at most 100 // 32 = 3; 34 -> 48
+    assert MM.split_k(4096, 64, {"programs_per_sm": 4, "MIN_K_SPLIT": 512}, dev, step=1024, grain=256) == (1, 4096)
+    assert MM.split_k(4096, 4, {"programs_per_sm": 4, "MIN_K_SPLIT": 512}, dev, step=1024, grain=256) == (4, 1024)
+    assert MM.split_k(64, 1, {"BLOCK_N": 4}, dev, step=16, grain=16) == (1, 64)  # no target in the table
+
+
+@pytest.mark.skipif(not KERNELS, reason="launch plans exist for the Triton implementation (GPU or interpreter)")
+def test_linear_plans(monkeypatch, device):
+    """A repeated linear (same shapes, strides, dtypes, devices, options) runs its recorded plan: no general path,
+    the current data of the current tensors (new values, views at other offsets), bias, activation, residual,
+    split-K; out= and config overrides take the general path; two operands at one address make no plan."""
+    from nbxtensor.runtime.configs import override
+    MM.clear_plans()
+    K, N = 300, 5   # few row tiles: split-K under the interpreter's table
+    dt = T.float32
+    x, w, b, res = vals((1, K), dt), vals((N, K), dt), vals((N,), dt), vals((1, N), dt)
+    X, Wt, B, R = make(x, dt, device), make(w, dt, device), make(b, dt, device), make(res, dt, device)
+    want = np.maximum(x @ w.T + b, 0) + res
+    assert_close(MM.linear(X, Wt, B, activation="relu", residual=R), want, dt, K + 2, "first call")
+    assert len(MM._LINEAR_PLANS) == 1 and next(iter(MM._LINEAR_PLANS.values())) is not MM._NO_PLAN
+
+    general = MM._linear
+    monkeypatch.setattr(MM, "_linear", lambda *a, **k: pytest.fail("the general path ran for a planned call"))
+    assert_close(MM.linear(X, Wt, B, activation="relu", residual=R), want, dt, K + 2, "planned call")
+    x2 = vals((1, K), dt)
+    big = make(np.concatenate([vals((3, K), dt), x2]), dt, device)   # the same signature at another offset
+    X2 = big[3:4]
+    assert X2.storage_offset() == 3 * K and X2.stride() == X.stride()
+    assert_close(MM.linear(X2, Wt, B, activation="relu", residual=R), np.maximum(x2 @ w.T + b, 0) + res, dt, K + 2,
+                 "planned call, view at an offset")
+    monkeypatch.setattr(MM, "_linear", general)
+
+    calls = []
+    real = MM.launch
+    monkeypatch.setattr(MM, "launch", lambda k, g, *a, **m: (calls.append(m), real(k, g, *a, **m)))
+    with override("gemv", BLOCK_N=2, num_warps=2):
+        assert_close(MM.linear(X, Wt, B, activation="relu", residual=R), want, dt, K + 2, "override")
+    assert calls[-1]["BLOCK_N"] == 2    # the override's setting, not the plan's
+    out = nbx.empty(1, N, device=device)
+    assert MM.linear(X, Wt, B, activation="relu", residual=R, out=out) is out
+    assert_close(out, want, dt, K + 2, "out=")
+    assert len(MM._LINEAR_PLANS) == 1
+
+    sq = make(vals((K, K), dt), dt, device)     # input and weight at one address: no plan, a correct result
+    r1 = MM.linear(sq[:1], sq)
+    assert_close(r1, f64(sq[:1]) @ f64(sq).T, dt, K, "aliased operands")
+    assert MM._LINEAR_PLANS[next(k for k in MM._LINEAR_PLANS if k[0] == (1, K) and k[5] == (K, K))] is MM._NO_PLAN
+    MM.clear_plans()
+    assert not MM._LINEAR_PLANS
+
+
+@pytest.mark.skipif(not KERNELS, reason="launch plans exist for the Triton implementation (GPU or interpreter)")
+def test_product_plans(device):
+    """mm and matmul (and the @ operator) plan their launches too; results stay right for new data."""
+    MM.clear_plans()
+    dt = T.bfloat16
+    for _ in range(2):
+        a, b = vals((3, 40), dt), vals((40, 7), dt)
+        A, Bt = make(a, dt, device), make(b, dt, device, "transposed")
+        assert_close(nbx.mm(A, Bt), a @ b, dt, 40, "mm")
+        assert_close(A @ Bt, a @ b, dt, 40, "@")
+        x3 = vals((2, 1, 40), dt)
+        assert_close(nbx.matmul(make(x3, dt, device), Bt), x3 @ b, dt, 40, "matmul 3-D @ 2-D")
+    assert sum(p is not MM._NO_PLAN for p in MM._PRODUCT_PLANS.values()) >= 2
+
+
+@pytest.mark.skipif(not INTERPRET, reason="counts host work under the interpreter tier (CPU tensors)")
+def test_planned_linear_host_path_is_short(monkeypatch):
+    """The host path of a planned F.linear: no general-path function of this module runs (cProfile), only the
+    plan lookup, one allocation and one launch (the launch itself stubbed out here)."""
+    import cProfile
+    import pstats
+    MM.clear_plans()
+    x, w = nbx.empty(1, 256, dtype=nbx.bfloat16), nbx.empty(64, 256, dtype=nbx.bfloat16)
+    monkeypatch.setattr(MM, "launch", lambda *a, **k: None)
+    F = nbx.nn.functional
+    F.linear(x, w)
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(10):
+        F.linear(x, w)
+    pr.disable()
+    st = pstats.Stats(pr)
+    ours = {fn[2]: v[1] for fn, v in st.stats.items() if fn[0].endswith(os.path.join("ops", "matmul.py"))}
+    assert set(ours) <= {"linear", "__call__", "_linear_driver", "<lambda>"}, ours
+    assert st.total_calls / 10 < 80, st.total_calls / 10
+
+
+# ---------------------------------------------------------------------------------------------------------
 # einsum
 # ---------------------------------------------------------------------------------------------------------
 EINSUM = [("ij,jk->ik", [(4, 5), (5, 3)]), ("bij,bjk->bik", [(2, 4, 5), (2, 5, 3)]),

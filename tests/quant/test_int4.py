@@ -203,33 +203,79 @@ def test_handle_and_cost():
     assert registry.get("int4_linear").oracle is int4_linear_oracle
 
 
+_PTR = {"bfloat16": "*bf16", "float16": "*fp16", "float32": "*fp32", "float64": "*fp64", "uint8": "*u8",
+        "int32": "*i32"}
+
+
+def _sm90_launches(monkeypatch, call, **override):
+    """The launches ``call()`` makes on CPU tensors with the sm90 table in force (an H200's 132 SMs), recorded as
+    ``(kernel, grid, args, meta)`` instead of run."""
+    from nbxtensor.ops import matmul as MM
+    from nbxtensor.runtime import configs
+    got = []
+    monkeypatch.setattr(MM, "launch", lambda kernel, grid, *args, **meta: got.append((kernel, grid, args, meta)))
+    monkeypatch.setattr(configs, "arch_of", lambda device: "sm90")
+    monkeypatch.setattr(registry, "interpreting", lambda: True)  # registry.impl: cpu tensors -> rec.triton
+    monkeypatch.setattr(MM, "_sm_count", lambda index: 132)
+    from nbxtensor.quant import int4 as Q
+    for mod in (MM, Q):
+        monkeypatch.setattr(mod, "_locks", lambda dev, n: nbx.empty(n, dtype=nbx.int32))
+    MM.clear_plans()
+    try:
+        if override:
+            with configs.override("int4_gemv", **override):
+                call()
+        else:
+            call()
+    finally:
+        MM.clear_plans()
+    return got
+
+
+def _compile_sm90(kernel, args, meta):
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ops"))
+    import reduce_harness as H
+    types = {}
+    for name, a in zip(kernel.arg_names, args):
+        if isinstance(a, nbx.Tensor):
+            types[name] = _PTR[a.dtype.name]
+        elif isinstance(a, float):
+            types[name] = "fp32"
+        else:
+            types[name] = "i32" if -2 ** 31 <= a < 2 ** 31 else "i64"
+    consts = {k: v for k, v in meta.items() if k not in ("num_warps", "num_stages")}
+    return H.compile_sm90(kernel, types, consts, num_warps=meta.get("num_warps", 4))
+
+
 @pytest.mark.parametrize("G", GROUP_SIZES)
-@pytest.mark.parametrize("act,sc", [("*bf16", "*fp16"), ("*fp16", "*bf16"), ("*fp32", "*fp32")])
+@pytest.mark.parametrize("act,sc", [(T.bfloat16, T.float16), (T.float16, T.bfloat16), (T.float32, T.float32)])
 @pytest.mark.parametrize("has_min", [True, False])
-def test_kernels_compile_for_sm90(G, act, sc, has_min):
-    """The int4 kernels compile for the H200 (sm90) here, without a GPU, at the generic table's tiles."""
+def test_kernels_compile_for_sm90(monkeypatch, G, act, sc, has_min):
+    """The int4 kernels the host wrappers launch on an H200 (sm90 table: GEMV with and without split-K, the
+    dequantize kernel) compile for sm_90 here, without a GPU; the inline-PTX nibble decode too."""
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ops"))
     import reduce_harness as H
     reason = H.aot_skip_reason()
     if reason:
         pytest.skip(reason)
-    import triton.language as tl
     from nbxtensor.quant import int4 as Q
-    out = {"*bf16": tl.bfloat16, "*fp16": tl.float16, "*fp32": tl.float32}[act]
-    import json
-    from nbxtensor.runtime.configs import CONFIG_DIR
-    with open(os.path.join(CONFIG_DIR, "generic.json")) as f:
-        cfg = json.load(f)["int4_gemv"][-1]["config"]
-    types = dict(X=act, W="*u8", S=sc, MN=sc, B=act, R=act, OUT=act, N="i32", NG="i32", sxm="i64", sxk="i64",
-                 swn="i64", ssn="i64", srm="i64", srn="i64", som="i64", son="i64")
-    H.compile_sm90(Q._int4_gemv_kernel, types, dict(G=G, BLOCK_N=cfg["BLOCK_N"], BLOCK_G=max(1, cfg["BLOCK_K"] // G),
-                                                    HAS_MIN=has_min, HAS_BIAS=True, HAS_RES=has_min,
-                                                    ACT=4 if has_min else 0, ACC=tl.float32, OUT_DT=out,
-                                                    EXACT=False))
-    types = dict(W="*u8", S=sc, MN=sc, OUT=act, N="i32", NG="i32", swn="i64", ssn="i64", son="i64", sok="i64")
-    H.compile_sm90(Q._int4_dequant_kernel, types, dict(G=G, BLOCK_N=16, BLOCK_G=max(1, 256 // G), HAS_MIN=has_min,
-                                                       OUT_DT=out, EXACT=False))
+    K = 4 * G
+    lin = QuantLinear.quantize(rng.standard_normal((64, K)), G, symmetric=not has_min, scale_dtype=sc,
+                               bias=nbx.zeros(64, dtype=act), cache=False)
+    x, x2, res = nbx.zeros(1, K, dtype=act), nbx.zeros(2, K, dtype=act), nbx.zeros(1, 64, dtype=act)
+    got = _sm90_launches(monkeypatch, lambda: lin(x, activation="silu" if has_min else None, residual=res))
+    got += _sm90_launches(monkeypatch, lambda: lin(x2), target_programs=4096, MIN_K_SPLIT=G, BLOCK_K=G)
+    if act.itemsize == 2:
+        got += _sm90_launches(monkeypatch, lambda: lin(x), DECODE_ASM=True)
+        assert got[-1][3]["DECODE_ASM"] and got[-1][3]["FAST_Q"]
+    got += _sm90_launches(monkeypatch, lambda: lin.dequantize(act))
+    assert {k.__name__ for k, _, _, _ in got} == {"_int4_gemv_kernel", "_int4_dequant_kernel"}
+    assert any(m["SPLIT"] for k, _, _, m in got if k is Q._int4_gemv_kernel)
+    assert any(not m["SPLIT"] for k, _, _, m in got if k is Q._int4_gemv_kernel)
+    for kernel, grid, args, meta in got:
+        _compile_sm90(kernel, args, meta)
 
 
 @pytest.mark.parametrize("act", [None, "silu", "gelu"])
@@ -255,3 +301,82 @@ def test_epilogue_activation_and_residual(device, act):
     with pytest.raises(RuntimeError, match="residual must be"):
         int4_linear(nbx.ones(1, K, device=device), lin.qweight, lin.scales, lin.mins, group_size=32,
                     residual=nbx.ones(2, N, device=device))
+
+
+KERNELS = os.environ.get("NBX_TRITON_INTERPRET") == "1" or os.environ.get("NBX_TEST_DEVICE", "cpu").startswith("cuda")
+
+
+def _f64_of(t) -> np.ndarray:
+    return cast_array(np.asarray(t.cpu().numpy()), t.dtype, T.float64)
+
+
+@pytest.mark.skipif(not KERNELS, reason="the Triton kernels run under the interpreter or on a GPU")
+@pytest.mark.parametrize("settings", [dict(), dict(FAST_Q=False), dict(BLOCK_K=64, BLOCK_N=2),
+                                      dict(target_programs=64, MIN_K_SPLIT=32, BLOCK_K=32),
+                                      dict(target_programs=64, MIN_K_SPLIT=64, BLOCK_K=256, BLOCK_N=8)],
+                         ids=["table", "exact-q", "k64-n2", "split-k32", "split-k96-uneven"])
+@pytest.mark.parametrize("G,symmetric", [(32, False), (64, True), (128, False)])
+def test_int4_gemv_settings(settings, G, symmetric, device):
+    """The int4 GEMV's paths (the 1 + q/16 decode and the exact one, steps of several groups, a last step with
+    fewer groups, split-K with whole and partial step ranges, rows of x on grid axis 0) against the float64
+    oracle, 16-bit activations, with bias, silu and a residual."""
+    from nbxtensor.runtime.configs import override
+    N, K = 13, 6 * G
+    for dt in (T.bfloat16,) if QUICK else (T.bfloat16, T.float16):
+        lin = _lin(N, K, G, symmetric, T.float16, device, bias=True, dtype=dt)
+        W = dequantize_oracle(lin.qweight, lin.scales, lin.mins, G)
+        for M in (1, 3):
+            x = nbx.tensor(rng.standard_normal((M, K)), dtype=dt, device=device)
+            res = nbx.tensor(rng.standard_normal((M, N)), dtype=dt, device=device)
+            with override("int4_gemv", **settings) if settings else _null():
+                y = lin(x, activation="silu", residual=res)
+            xs = _f64_of(x)
+            ref = int4_linear_oracle(xs, lin.qweight, lin.scales, lin.mins, _f64_of(lin.bias), G, activation="silu",
+                                     residual=_f64_of(res))
+            _check_linear(_f64_of(y), ref, xs, W, dt, K)
+
+
+def _null():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+@pytest.mark.skipif(not KERNELS, reason="the Triton kernels run under the interpreter or on a GPU")
+def test_fast_decode_keeps_precision(device):
+    """The 1 + q/16 decode subtracts sum x from sum (1 + q/16) x: with x of one sign and codes mostly 0 (the
+    worst case for that difference) the result stays within the 16-bit tolerance of the oracle."""
+    G, N, K = 32, 8, 8 * 32
+    q = np.zeros((N, K), np.uint8)
+    q[:, ::17] = 15
+    from nbxtensor.quant import pack_int4
+    s = np.full((N, K // G), 0.01, np.float16)
+    m = np.full((N, K // G), -0.001, np.float16)
+    lin = QuantLinear.from_packed(pack_int4(q, G), s, m, group_size=G, device=device, cache=False)
+    W = dequantize_oracle(lin.qweight, lin.scales, lin.mins, G)
+    for dt in (T.bfloat16, T.float16):
+        x = nbx.tensor(np.abs(rng.standard_normal((1, K))) + 4.0, dtype=dt, device=device)
+        xs = _f64_of(x)
+        ref = int4_linear_oracle(xs, lin.qweight, lin.scales, lin.mins, None, G)
+        _check_linear(_f64_of(lin(x)), ref, xs, W, dt, K)
+
+
+@pytest.mark.skipif(not KERNELS, reason="launch plans exist for the Triton implementation (GPU or interpreter)")
+def test_int4_plans(monkeypatch, device):
+    """A repeated int4_linear / QuantLinear call runs its recorded plan (no general path), on the current data."""
+    from nbxtensor.ops import matmul as MM
+    from nbxtensor.quant import int4 as Q
+    MM.clear_plans()
+    G, N, K = 32, 9, 128
+    lin = _lin(N, K, G, False, T.float16, device)
+    W = dequantize_oracle(lin.qweight, lin.scales, lin.mins, G)
+    x = nbx.tensor(rng.standard_normal((1, K)), dtype=nbx.float32, device=device)
+    lin(x, activation="silu")
+    assert sum(p is not MM._NO_PLAN for p in Q._INT4_PLANS.values()) == 1
+    monkeypatch.setattr(Q, "_int4_linear", lambda *a, **k: pytest.fail("the general path ran for a planned call"))
+    for _ in range(2):
+        x64 = rng.standard_normal((1, K))
+        y = lin(nbx.tensor(x64, dtype=nbx.float32, device=device), activation="silu")
+        ref = int4_linear_oracle(x64, lin.qweight, lin.scales, lin.mins, None, G, activation="silu")
+        _check_linear(y.cpu().numpy(), ref, x64, W, T.float32, K)
+    MM.clear_plans()
+    assert not Q._INT4_PLANS

@@ -56,7 +56,9 @@ residual=h, out=h)``): each element is read before it is written by the same pro
 from __future__ import annotations
 
 import math
+import threading
 from functools import lru_cache
+from operator import itemgetter
 
 import numpy as np
 
@@ -64,13 +66,15 @@ from .._errors import check, fail
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.table import DType
-from ..runtime.configs import launch_config
+from ..runtime.configs import _OVERRIDES, launch_config
+from ..runtime import launcher as _launcher
 from ..runtime.launcher import interpreting, launch
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..shapes import broadcast_shapes, compute_view_strides, numel, storage_span
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from . import pointwise as PW
+from .matmul_flags import _state as _MM_FLAGS
 from .matmul_flags import tf32_enabled
 from .registry import Cost, OpRecord, register
 from .triton_helpers import convert, div_rn, libdevice
@@ -211,76 +215,130 @@ def _mm_kernel(A, B, OUT, C, R, M, N, K, NB1, STEP_A, STEP_B,
 
 
 @jit
-def _gemv_kernel(X, W, OUT, C, R, WS, LOCKS, M, N, K, MN, K_SPLIT, NSPLIT, STEP_X, STEP_W,
+def _wide(v):
+    # v as a 64-bit integer (a loop counter is a Python int under the interpreter, so no .to())
+    return v + tl.zeros([], dtype=tl.int64)
+
+
+@jit
+def _split_k_finish(acc, rm, rn, M, N, MN, WS, LOCKS, lock, pid_k, NSPLIT, OUT, som, son, C, scm, scn, R, srm, srn,
+                    alpha, beta, HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr,
+                    ALPHA_ONE: tl.constexpr, BETA_ONE: tl.constexpr, EXACT: tl.constexpr):
+    # Deterministic split-K: this program's partial (M, BLOCK_N) -> workspace slot pid_k; arrival counter; the
+    # last program of the tile sums the partials in split order 0, 1, ..., S-1 (so the result does not depend on
+    # which program finished last), runs the epilogue and resets the counter for the next launch. The barrier
+    # makes every thread's partial stores precede the release of the counter increment (acq_rel, GPU scope);
+    # the reader's acquire orders its loads after all of them (.cg: not from L1).
+    pmask = (rm < M)[:, None] & (rn < N)[None, :]
+    poff = rm.to(tl.int64)[:, None] * N + rn.to(tl.int64)[None, :]
+    tl.store(WS + pid_k.to(tl.int64) * MN + poff, acc, mask=pmask)
+    tl.debug_barrier()
+    arrived = tl.atomic_add(LOCKS + lock, 1, sem="acq_rel")
+    if arrived == NSPLIT - 1:
+        tot = tl.zeros(acc.shape, dtype=acc.dtype)
+        ws_ptrs = WS + poff
+        for s in range(0, NSPLIT):
+            tot += tl.load(ws_ptrs, mask=pmask, other=0, cache_modifier=".cg")
+            ws_ptrs += MN
+        tl.atomic_xchg(LOCKS + lock, 0)
+        _epilogue(tot, rm, rn, M, N, OUT, som, son, C, scm, scn, R, srm, srn, alpha, beta, False, HAS_C, HAS_R,
+                  ACT, ALPHA_ONE, BETA_ONE, EXACT)
+
+
+@jit
+def _gemv_kernel(X, W, OUT, C, R, WS, LOCKS, M, N, K, MN, K_SPLIT, NSPLIT,
                  sxm, sxk, swn, swk, som, son, scm, scn, srm, srn, alpha: "fp64", beta: "fp64",
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ACC: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UNROLL: tl.constexpr,
+                 PREFETCH: tl.constexpr, DOT_T: tl.constexpr, EVICT_W: tl.constexpr, ACC: tl.constexpr,
                  PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_K: tl.constexpr, SPLIT: tl.constexpr,
                  HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, ALPHA_ONE: tl.constexpr,
                  BETA_ONE: tl.constexpr, EXACT: tl.constexpr):
-    # out[m, n] = sum_k x[m, k] * w[n, k] over this program's K range [k0, k_end).
+    # out[m, n] = sum_k x[m, k] * w[n, k] over this program's K range [k0, k_end); K_SPLIT is a multiple of
+    # BLOCK_K (of BLOCK_K * UNROLL when EVEN_K).
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    wn = (rn % N).to(tl.int64)
-    rk = tl.arange(0, BLOCK_K).to(tl.int64)
+    wn = tl.minimum(rn, N - 1).to(tl.int64)  # rows past N re-read row N-1 (valid memory); masked on store
+    rk = tl.arange(0, BLOCK_K)
+    rk64 = rk.to(tl.int64)
     k0 = pid_k * K_SPLIT
     k_end = tl.minimum(k0 + K_SPLIT, K)
-    kk0 = k0.to(tl.int64) + rk
-    w_ptrs = W + wn[:, None] * swn + kk0[None, :] * swk
+    w_ptrs = W + wn[:, None] * swn + rk64[None, :] * swk
     if BLOCK_M == 1:
+        # M = 1: FMA into a (BLOCK_N, BLOCK_K) float32 tile, reduced once at the end. Each step loads a
+        # (BLOCK_N, UNROLL, BLOCK_K) chunk with one load (so every load of the step is issued before the first
+        # use: more bytes in flight per thread without a larger accumulator; separate loads per sub-tile were
+        # interleaved with the FMAs by ptxas, 2-3 loads in flight) and sums it over UNROLL in registers. x is
+        # addressed as a chunk of the same shape (every row the same addresses) so its load takes the weight's
+        # layout: a 1-D x load gets a layout of its own and goes through shared memory on every step; a
+        # (1, UNROLL, BLOCK_K) one spreads warps over UNROLL and so does the product (both seen in the sm_90
+        # code). The layout puts warps over rows when num_warps <= BLOCK_N * max(1, BLOCK_K / 256). PREFETCH
+        # loads the next chunk before computing the current one.
         rm = tl.arange(0, 1)
-        x_ptrs = X + kk0 * sxk
+        CH: tl.constexpr = BLOCK_K * UNROLL
+        koff = (tl.arange(0, UNROLL)[None, :, None] * BLOCK_K + rk[None, None, :]).to(tl.int64)
+        w3 = W + wn[:, None, None] * swn + koff * swk
+        x3 = X + tl.broadcast_to(koff, (BLOCK_N, UNROLL, BLOCK_K)) * sxk
         acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=ACC)
-        for kk in range(k0, k_end, BLOCK_K):
-            if EVEN_K:
-                w = tl.load(w_ptrs)
-                x = tl.load(x_ptrs)
-            else:
-                km = rk < k_end - kk
-                w = tl.load(w_ptrs, mask=km[None, :], other=0)
-                x = tl.load(x_ptrs, mask=km, other=0)
-            acc2 += _cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT)[None, :]
-            w_ptrs += STEP_W
-            x_ptrs += STEP_X
+        if EVEN_K:
+            k_full = k_end
+        else:
+            k_full = k0 + (k_end - k0) // CH * CH
+        if PREFETCH:
+            if k0 < k_full:
+                w = tl.load(w3 + _wide(k0) * swk, eviction_policy=EVICT_W)
+                x = tl.load(x3 + _wide(k0) * sxk, eviction_policy="evict_last")
+                for kk in range(k0 + CH, k_full, CH):
+                    w_next = tl.load(w3 + _wide(kk) * swk, eviction_policy=EVICT_W)
+                    x_next = tl.load(x3 + _wide(kk) * sxk, eviction_policy="evict_last")
+                    acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
+                    w = w_next
+                    x = x_next
+                acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
+        else:
+            for kk in range(k0, k_full, CH):
+                w = tl.load(w3 + _wide(kk) * swk, eviction_policy=EVICT_W)
+                x = tl.load(x3 + _wide(kk) * sxk, eviction_policy="evict_last")
+                acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
+        if not EVEN_K:  # the rest of the range (less than one chunk), masked
+            if k_full < k_end:
+                km = koff < k_end - k_full
+                w = tl.load(w3 + _wide(k_full) * swk, mask=km, other=0, eviction_policy=EVICT_W)
+                x = tl.load(x3 + _wide(k_full) * sxk, mask=km, other=0)
+                acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
         acc = tl.reshape(tl.sum(acc2, axis=1), (1, BLOCK_N))
     else:
+        # 2 <= M <= MAX_M: tl.dot with M padded to BLOCK_M (>= 16). DOT_T computes the transposed product
+        # (BLOCK_N, BLOCK_M) = w @ x^T, so the weight tile is the dot's A operand (Hopper's wgmma takes A tiles of
+        # 64 rows; x as A is only BLOCK_M = 16 rows).
         rm = tl.arange(0, BLOCK_M)
-        xm = (rm % M).to(tl.int64)
-        x_ptrs = X + xm[:, None] * sxm + kk0[None, :] * sxk
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+        xm = tl.minimum(rm, M - 1).to(tl.int64)
+        x_ptrs = X + xm[:, None] * sxm + rk64[None, :] * sxk
+        if DOT_T:
+            acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=ACC)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
         for kk in range(k0, k_end, BLOCK_K):
+            ko = _wide(kk)
             if EVEN_K:
-                w = tl.load(w_ptrs)
-                x = tl.load(x_ptrs)
+                w = tl.load(w_ptrs + ko * swk, eviction_policy=EVICT_W)
+                x = tl.load(x_ptrs + ko * sxk)
             else:
                 km = rk < k_end - kk
-                w = tl.load(w_ptrs, mask=km[None, :], other=0)
-                x = tl.load(x_ptrs, mask=km[None, :], other=0)
-            if UPCAST:
+                w = tl.load(w_ptrs + ko * swk, mask=km[None, :], other=0, eviction_policy=EVICT_W)
+                x = tl.load(x_ptrs + ko * sxk, mask=km[None, :], other=0)
+            if UPCAST:  # interpreter tier: its dot reads 16-bit floats as raw integers
                 w = _cvt(w, tl.float32, True)
                 x = _cvt(x, tl.float32, True)
-            acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION, out_dtype=ACC)
-            w_ptrs += STEP_W
-            x_ptrs += STEP_X
+            if DOT_T:
+                acc_t = tl.dot(w, tl.trans(x), acc_t, input_precision=PRECISION, out_dtype=ACC)
+            else:
+                acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION, out_dtype=ACC)
+        if DOT_T:
+            acc = tl.trans(acc_t)
     if SPLIT:
-        # Deterministic split-K: partial -> workspace; arrival counter; the last program sums partials in
-        # split order. The barrier makes every thread's partial stores precede the release of the counter
-        # increment (acq_rel, GPU scope); the reader's acquire orders its loads after all of them (.cg: not
-        # from L1).
-        pmask = (rm < M)[:, None] & (rn < N)[None, :]
-        poff = rm.to(tl.int64)[:, None] * N + rn.to(tl.int64)[None, :]
-        tl.store(WS + pid_k.to(tl.int64) * MN + poff, acc, mask=pmask)
-        tl.debug_barrier()
-        arrived = tl.atomic_add(LOCKS + pid_n, 1, sem="acq_rel")
-        if arrived == NSPLIT - 1:
-            tot = tl.zeros(acc.shape, dtype=ACC)
-            ws_ptrs = WS + poff
-            for s in range(0, NSPLIT):
-                tot += tl.load(ws_ptrs, mask=pmask, other=0, cache_modifier=".cg")
-                ws_ptrs += MN
-            tl.atomic_xchg(LOCKS + pid_n, 0)
-            _epilogue(tot, rm, rn, M, N, OUT, som, son, C, scm, scn, R, srm, srn, alpha, beta, False, HAS_C, HAS_R,
-                      ACT, ALPHA_ONE, BETA_ONE, EXACT)
+        _split_k_finish(acc, rm, rn, M, N, MN, WS, LOCKS, pid_n, pid_k, NSPLIT, OUT, som, son, C, scm, scn, R, srm,
+                        srn, alpha, beta, HAS_C, HAS_R, ACT, ALPHA_ONE, BETA_ONE, EXACT)
     else:
         _epilogue(acc, rm, rn, M, N, OUT, som, son, C, scm, scn, R, srm, srn, alpha, beta, False, HAS_C, HAS_R,
                   ACT, ALPHA_ONE, BETA_ONE, EXACT)
@@ -324,7 +382,8 @@ def _sm_count(index: int) -> int:
 def _target_programs(cfg: dict, device) -> int:
     if "target_programs" in cfg:
         return int(cfg["target_programs"])
-    return int(cfg["programs_per_sm"]) * _sm_count(device.index or 0)
+    # the interpreter tier (cpu) counts as 4 SMs, so a table of programs per SM still splits small problems there
+    return int(cfg["programs_per_sm"]) * (4 if device.type == "cpu" else _sm_count(device.index or 0))
 
 
 _LOCKS: dict = {}
@@ -349,30 +408,68 @@ def _strides2(t: Tensor | None) -> tuple[int, int]:
     return (0, 0) if t is None else (t.stride(-2), t.stride(-1))
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def split_k(K: int, n_tiles: int, cfg: dict, device, *, step: int, grain: int) -> tuple[int, int]:
+    """How a small-M kernel cuts K over programs: ``(split, k_split)``, ``split`` programs per output tile each
+    taking ``k_split`` of K (the last one the rest).
+
+    Split-K runs when the output tiles alone are fewer than the target program count of the config
+    (``target_programs``, or ``programs_per_sm`` times the SM count): ``split = ceil(target / n_tiles)``, at most
+    ``K // MIN_K_SPLIT``. ``k_split`` is a multiple of ``step`` (the kernel's unrolled chunk) when a split range
+    holds at least one chunk, else of ``grain`` (its smallest tile).
+    """
+    if K <= 0:
+        return 1, 0
+    target = _target_programs(cfg, device) if "target_programs" in cfg or "programs_per_sm" in cfg else 0
+    split = 1
+    if n_tiles < target:
+        split = max(1, min(_cdiv(target, n_tiles), K // max(1, int(cfg.get("MIN_K_SPLIT", 1)))))
+    if split == 1:
+        return 1, K
+    per = _cdiv(K, split)
+    g = step if per >= step else grain
+    k_split = _cdiv(per, g) * g
+    return _cdiv(K, k_split), k_split
+
+
 def _launch_gemv(x: Tensor, w: Tensor, out: Tensor, c, r, alpha, beta, act, cfg: dict) -> None:
-    """out (M, N) = epilogue(x (M, K) @ w (N, K)^T) with the small-M kernel (see the module docstring)."""
+    """out (M, N) = epilogue(x (M, K) @ w (N, K)^T) with the small-M kernel (see the module docstring).
+
+    Settings read from ``cfg`` (the ``gemv`` table): ``BLOCK_N``, ``BLOCK_K``, ``BLOCK_M`` (M >= 2: the dot's M,
+    at least 16), ``UNROLL`` (M = 1: sub-tiles loaded per step, 1/2/4), ``PREFETCH`` (M = 1: load the next step
+    before computing this one), ``DOT_T`` (M >= 2: the weight tile as the dot's A operand), ``EVICT_W`` (L2
+    policy of the weight loads: "" or "evict_first"), ``programs_per_sm``/``target_programs`` and ``MIN_K_SPLIT``
+    (split-K, :func:`split_k`), ``num_warps``, ``num_stages``.
+    """
     M, K = x.shape
     N = w.shape[0]
     dev, dt = out.device, x.dtype
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
     bm = 1 if M == 1 else max(16, cfg["BLOCK_M"])  # M = 1: the FMA path; else tl.dot with M padded to 16
-    n_tiles = -(-N // bn)
-    split = 1
-    if K > 0 and n_tiles < _target_programs(cfg, dev):
-        split = max(1, min(-(-_target_programs(cfg, dev) // n_tiles), K // cfg["MIN_K_SPLIT"]))
-    per = -(-K // split)
-    k_split = max(bk, -(-per // bk) * bk)
-    split = max(1, -(-K // k_split))
+    unroll = int(cfg.get("UNROLL", 1)) if M == 1 else 1
+    check(unroll >= 1 and unroll & (unroll - 1) == 0, lambda: f"gemv config: UNROLL must be a power of two, got {unroll}",
+          ValueError)
+    n_tiles = _cdiv(N, bn)
+    split, k_split = split_k(K, n_tiles, cfg, dev, step=bk * unroll, grain=bk)
     use_split = split > 1
-    ws = new_empty((split, M, N), T.float64 if dt is T.float64 else T.float32, dev) if use_split else out
+    ch = bk * unroll
+    even = K % ch == 0 and (not use_split or k_split % ch == 0)
+    ws = new_empty((split * M * N,), T.float64 if dt is T.float64 else T.float32, dev) if use_split else out
     locks = _locks(dev, n_tiles) if use_split else out
-    launch(_gemv_kernel, (n_tiles, split), x, w, out, c if c is not None else out, r if r is not None else out, ws,
-           locks, M, N, K, M * N, k_split, split, bk * x.stride(1), bk * w.stride(1), x.stride(0), x.stride(1),
-           w.stride(0), w.stride(1), out.stride(0), out.stride(1), *_strides2(c), *_strides2(r), _f64(alpha),
-           _f64(beta), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ACC=_acc_dtype(dt), PRECISION=_precision(dt),
-           UPCAST=interpreting() and dt.itemsize == 2, EVEN_K=K % bk == 0, SPLIT=use_split, HAS_C=c is not None,
-           HAS_R=r is not None, ACT=_ACT_CODE[act], ALPHA_ONE=alpha == 1, BETA_ONE=beta == 1, EXACT=interpreting(),
-           num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
+    _launch(_gemv_kernel, (n_tiles, split),
+            (x, w, out, c if c is not None else out, r if r is not None else out, ws, locks, M, N, K, M * N,
+             k_split, split, x.stride(0), x.stride(1), w.stride(0), w.stride(1), out.stride(0), out.stride(1),
+             *_strides2(c), *_strides2(r), _f64(alpha), _f64(beta)),
+            dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UNROLL=unroll, PREFETCH=bool(cfg.get("PREFETCH", False)),
+                 DOT_T=bool(cfg.get("DOT_T", False)), EVICT_W=str(cfg.get("EVICT_W", "")), ACC=_acc_dtype(dt),
+                 PRECISION=_precision(dt), UPCAST=interpreting() and dt.itemsize == 2, EVEN_K=even, SPLIT=use_split,
+                 HAS_C=c is not None, HAS_R=r is not None, ACT=_ACT_CODE[act], ALPHA_ONE=alpha == 1,
+                 BETA_ONE=beta == 1, EXACT=interpreting(), num_warps=cfg.get("num_warps", 4),
+                 num_stages=cfg.get("num_stages", 3)),
+            ws=ws if use_split else None, locks=(locks, n_tiles) if use_split else None)
 
 
 def _launch_mm(a: Tensor, b: Tensor, out: Tensor, c, r, alpha, beta, act) -> None:
@@ -385,12 +482,168 @@ def _launch_mm(a: Tensor, b: Tensor, out: Tensor, c, r, alpha, beta, act) -> Non
     grid = (-(-M // bm) * -(-N // bn), nb0 * nb1)
     c4 = c.stride() if c is not None else (0, 0, 0, 0)
     r4 = r.stride() if r is not None else (0, 0, 0, 0)
-    launch(_mm_kernel, grid, a, b, out, c if c is not None else out, r if r is not None else out, M, N, K, nb1,
-           bk * a.stride(3), bk * b.stride(2), *a.stride(), *b.stride(), *out.stride(), *c4, *r4, _f64(alpha),
-           _f64(beta), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, ACC=_acc_dtype(dt), PRECISION=_precision(dt),
-           UPCAST=interpreting() and dt.itemsize == 2, EVEN_K=K % bk == 0, INT_OUT=dt is T.int8,
-           HAS_C=c is not None, HAS_R=r is not None, ACT=_ACT_CODE[act], ALPHA_ONE=alpha == 1, BETA_ONE=beta == 1,
-           EXACT=interpreting(), **cfg)
+    _launch(_mm_kernel, grid,
+            (a, b, out, c if c is not None else out, r if r is not None else out, M, N, K, nb1, bk * a.stride(3),
+             bk * b.stride(2), *a.stride(), *b.stride(), *out.stride(), *c4, *r4, _f64(alpha), _f64(beta)),
+            dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, ACC=_acc_dtype(dt), PRECISION=_precision(dt),
+                 UPCAST=interpreting() and dt.itemsize == 2, EVEN_K=K % bk == 0, INT_OUT=dt is T.int8,
+                 HAS_C=c is not None, HAS_R=r is not None, ACT=_ACT_CODE[act], ALPHA_ONE=alpha == 1,
+                 BETA_ONE=beta == 1, EXACT=interpreting(), **cfg))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Launch plans: a repeated call with the same shapes does one dict lookup, one allocation and one launch
+# ---------------------------------------------------------------------------------------------------------
+# A decode step calls the same few linears with the same shapes thousands of times; the general host path
+# (argument checks, views, stride arithmetic, config lookup, workspace sizing) costs far more than the launch.
+# So the first call of a signature runs the general path with its launch *recorded* (kernel, grid, arguments,
+# settings, which arguments are workspaces), and the record becomes a plan: the kernel arguments that are the
+# caller's tensors (or views of them at the same address: the kernels read tensors only through their data
+# pointers; strides are scalar arguments) become slots; every other argument is a constant. The next call with
+# the same signature (shapes, strides, dtypes, devices of every tensor, the options, the float32 precision flag)
+# allocates the output, fills the slots and launches. Plans are made only when the general path did exactly one
+# launch of a Triton kernel, on a CUDA device or under the interpreter tier, and never while a config override
+# (``runtime.configs.override``) is in force (sweeps see the table they set). :func:`clear_plans` forgets them.
+
+_TLS = threading.local()
+_NO_PLAN = object()
+_LAUNCH = launch
+_launch_tail = getattr(_launcher, "launch_tail", None)
+_Tail = getattr(_launcher, "Tail", None) if _launch_tail is not None else None
+_PLAN_LIMIT = 4096
+
+
+def _launch(kernel, grid, args: tuple, meta: dict, *, ws: Tensor | None = None, locks=None) -> None:
+    """Launch through :func:`launch` (looked up at call time, so tests can spy on it), recording the launch when
+    a plan is being made on this thread: ``ws`` is a per-call workspace among ``args``, ``locks`` a pair
+    (counter buffer among ``args``, counters used) for split-K (a plan looks the buffer up per call: it is per
+    stream)."""
+    rec = getattr(_TLS, "rec", None)
+    if rec is not None:
+        rec.append((kernel, grid, args, meta, ws, locks))
+    launch(kernel, grid, *args, **meta)
+
+
+def plans_enabled(device) -> bool:
+    """True when calls on ``device`` may use launch plans: a CUDA device, or the CPU under the interpreter tier,
+    with no config override in force."""
+    return (device.type == "cuda" or INTERPRET) and not _OVERRIDES
+
+
+def _tensor_sig(t):
+    """The plan-key part of an optional tensor: shape, strides, dtype and device (no Python-level hashing)."""
+    if t is None:
+        return None
+    d = t._storage.device
+    return (t._shape, t._stride, t._dtype, d.type, d.index)
+
+
+class Plan:
+    """A recorded launch with slots for the caller's tensors (see the section comment).
+
+    Call with the tensors in the order of ``names`` (``None`` where absent); returns the new output.
+    """
+
+    __slots__ = ("kernel", "grid", "slots", "consts", "meta", "out_shape", "out_stride", "out_bytes", "out_dtype",
+                 "device", "backend", "ws_numel", "ws_dtype", "locks", "tail", "pick")
+
+    def __init__(self, kernel, grid, slots, consts, meta, out: Tensor, ws, locks: int):
+        from ..device.base import backend_for
+        self.kernel, self.grid, self.slots, self.consts, self.meta = kernel, grid, slots, consts, meta
+        self.pick = itemgetter(*slots) if len(slots) > 1 else (lambda env, i=slots[0]: (env[i],))
+        # CUDA: the launcher's planned-tail path (the constant arguments and keywords keyed once, by identity)
+        self.tail = _Tail(consts, meta) if _Tail is not None and out.device.type == "cuda" else None
+        self.out_shape, self.out_stride, self.out_dtype = out._shape, out._stride, out._dtype
+        self.out_bytes = out.numel() * out._dtype.itemsize
+        self.device = out.device
+        self.backend = backend_for(self.device)
+        self.ws_numel = 0 if ws is None else ws.numel()
+        self.ws_dtype = None if ws is None else ws.dtype
+        self.locks = locks
+
+    def __call__(self, *tensors):
+        o = Tensor(self.backend.allocate(self.out_bytes, self.device), self.out_shape, self.out_stride, 0,
+                   self.out_dtype)
+        env = tensors + (o,
+                         new_empty((self.ws_numel,), self.ws_dtype, self.device) if self.ws_numel else None,
+                         _locks(self.device, self.locks) if self.locks else None)
+        if self.tail is not None and launch is _LAUNCH:  # (a test's spy on ``launch`` sees every launch)
+            _launch_tail(self.kernel, self.grid, self.pick(env), self.tail)
+        else:
+            launch(self.kernel, self.grid, *self.pick(env), *self.consts, **self.meta)
+        return o
+
+
+def make_plan(records: list, tensors: tuple, out: Tensor):
+    """A :class:`Plan` from the launches recorded while one call ran, or ``None`` when the call is not one
+    launch whose tensor arguments are all the caller's ``tensors``, the output ``out``, a workspace or the
+    split-K counters (each at the address of the tensor it stands for)."""
+    if len(records) != 1 or not isinstance(out, Tensor) or any(t is not None and t.numel() == 0 for t in tensors):
+        return None
+    kernel, grid, args, meta, ws, locks = records[0]
+    lk, n_locks = locks if locks is not None else (None, 0)
+    known = [t for t in tensors if t is not None] + [out]
+    addrs = [(id(t._storage), t._offset) for t in known]
+    if len(set(addrs)) != len(addrs):  # two of them at one address: a slot would be ambiguous
+        return None
+    n = len(tensors)
+    slots, consts, lead = [], [], True
+    for a in args:
+        if not isinstance(a, Tensor):
+            lead = False
+            consts.append(a)
+            continue
+        if not lead:  # our kernels take their tensors first; a tensor after a scalar is not planned
+            return None
+        if ws is not None and a is ws:
+            slots.append(n + 1)
+        elif lk is not None and a is lk:
+            slots.append(n + 2)
+        else:
+            hit = [i for i, t in enumerate(tensors + (out,)) if t is not None and t._storage is a._storage
+                   and t._offset == a._offset and t._dtype is a._dtype]
+            if len(hit) != 1:
+                return None
+            slots.append(hit[0])
+    return Plan(kernel, grid, tuple(slots), tuple(consts), dict(meta), out, ws, n_locks)
+
+
+def record_plan(cache: dict, key, run, tensors: tuple):
+    """Run ``run()`` (the general path of one call) recording its launches, and cache a plan under ``key`` (or
+    a marker that the signature has none). Returns ``run()``'s result."""
+    _TLS.rec = rec = []
+    try:
+        out = run()
+    finally:
+        _TLS.rec = None
+    if len(cache) >= _PLAN_LIMIT:
+        cache.clear()
+    cache[key] = make_plan(rec, tensors, out) or _NO_PLAN
+    return out
+
+
+def clear_plans() -> None:
+    """Forget every launch plan (of linear and of the int4 linear)."""
+    for c in _PLAN_CACHES:
+        c.clear()
+
+
+def _via_plan(cache: dict, key, tensors: tuple, general):
+    """``general()`` (the general path of a call whose tensors are ``tensors``, first one on the launch device),
+    through the plan cached under ``key`` when there is one (and recording one on the first call)."""
+    plan = cache.get(key)
+    if plan is None:
+        d = tensors[0]._storage.device
+        if (d.type == "cuda" or INTERPRET) and not _OVERRIDES:
+            return record_plan(cache, key, general, tensors)
+    elif plan is not _NO_PLAN and not _OVERRIDES:
+        return plan(*tensors)
+    return general()
+
+
+_LINEAR_PLANS: dict = {}
+_PRODUCT_PLANS: dict = {}
+_PLAN_CACHES = [_LINEAR_PLANS, _PRODUCT_PLANS]
 
 
 def _collapse_batch(ts: list, nb: int):
@@ -719,6 +972,13 @@ def _mm_core(fn: str, name: str, a: Tensor, b: Tensor, out, *, c=None, alpha=1, 
 # ---------------------------------------------------------------------------------------------------------
 def _mm_driver(rec, args, *, out=None, inplace=None):
     a, b = args["input"], args["mat2"]
+    if out is None and a.__class__ is Tensor and b.__class__ is Tensor:
+        return _via_plan(_PRODUCT_PLANS, ("mm", _tensor_sig(a), _tensor_sig(b), _MM_FLAGS["precision"]), (a, b),
+                         lambda: _mm_general(a, b, None))
+    return _mm_general(a, b, out)
+
+
+def _mm_general(a, b, out):
     _operands("mm", ("input", a), ("mat2", b))
     check(a.ndim == 2, "self must be a matrix")
     check(b.ndim == 2, "mat2 must be a matrix")
@@ -843,6 +1103,13 @@ def _dot_driver(rec, args, *, out=None, inplace=None):
 
 def _matmul_driver(rec, args, *, out=None, inplace=None):
     a, b = args["input"], args["other"]
+    if out is None and a.__class__ is Tensor and b.__class__ is Tensor:
+        return _via_plan(_PRODUCT_PLANS, ("matmul", _tensor_sig(a), _tensor_sig(b), _MM_FLAGS["precision"]), (a, b),
+                         lambda: _matmul_general(a, b, None))
+    return _matmul_general(a, b, out)
+
+
+def _matmul_general(a, b, out):
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):  # the @ operator with a non-tensor
         raise TypeError(f"unsupported operand type(s) for @: '{type(a).__name__}' and '{type(b).__name__}'")
     check(a.ndim >= 1 and b.ndim >= 1, lambda: f"both arguments to matmul need to be at least 1D, but they are "
@@ -940,6 +1207,27 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, activation
         >>> linear(x, w, b, activation="relu").shape
         nbx.Size([2, 4])
     """
+    if out is None:  # a launch plan of this signature (see "Launch plans"): one lookup, one allocation, one launch
+        try:
+            d, e = input._storage.device, weight._storage.device
+            key = (input._shape, input._stride, input._dtype, d.type, d.index, weight._shape, weight._stride,
+                   weight._dtype, e.type, e.index, None if bias is None else _tensor_sig(bias),
+                   None if residual is None else _tensor_sig(residual), activation, _MM_FLAGS["precision"])
+            plan = _LINEAR_PLANS.get(key)
+        except (AttributeError, TypeError):  # not tensors, an unhashable activation: the checks below say so
+            plan = _NO_PLAN
+        if plan is None:
+            if (d.type == "cuda" or INTERPRET) and not _OVERRIDES:
+                return record_plan(_LINEAR_PLANS, key, lambda: _linear(input, weight, bias, activation, residual),
+                                   (input, weight, bias, residual))
+        elif plan is not _NO_PLAN and not _OVERRIDES:
+            return plan(input, weight, bias, residual)
+    return _linear(input, weight, bias, activation, residual, out=out)
+
+
+def _linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None,
+            residual: Tensor | None = None, *, out: Tensor | None = None) -> Tensor:
+    """The general path of :func:`linear` (checks, views, one product)."""
     _operands("linear", ("input", input), ("weight", weight))
     check(input.ndim >= 1 and weight.ndim >= 1, lambda: f"both arguments to linear need to be at least 1D, but they "
           f"are {input.ndim}D and {weight.ndim}D")

@@ -56,12 +56,13 @@ from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..ops import registry
-from ..ops.matmul import ACTIVATIONS, _ACT_CODE, _activation, _np_activation
+from ..ops.matmul import (_NO_PLAN, _PLAN_CACHES, ACTIVATIONS, _ACT_CODE, _cvt, _epilogue, _launch, _locks,
+                          _np_activation, _split_k_finish, _tensor_sig, _wide, record_plan, split_k)
 from ..ops.registry import Cost, OpRecord, register
 from ..ops.triton_helpers import TL_DTYPES, convert
-from ..runtime.configs import launch_config
-from ..runtime.launcher import interpreting, launch
-from ..runtime.triton_compat import jit, tl
+from ..runtime.configs import _OVERRIDES, launch_config
+from ..runtime.launcher import interpreting
+from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 
 __all__ = ["GROUP_SIZES", "SCALE_DTYPES", "pack_int4", "unpack_int4", "quantize_int4", "dequantize_oracle",
@@ -202,45 +203,115 @@ def _store_cvt(x, DT: tl.constexpr, EXACT: tl.constexpr):
 
 
 @jit
-def _int4_gemv_kernel(X, W, S, MN, B, R, OUT, N, NG, sxm, sxk, swn, ssn, srm, srn, som, son,
-                      G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr, HAS_MIN: tl.constexpr,
-                      HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, ACC: tl.constexpr,
-                      OUT_DT: tl.constexpr, EXACT: tl.constexpr):
-    # out[m, n] = sum_g (s[n,g] * sum_j q[n,g,j] x[m,g,j] + min[n,g] * sum_j x[m,g,j]); the byte j of a group
-    # holds codes j (low nibble) and j + G/2 (high nibble), so x splits into two contiguous halves per group.
-    H: tl.constexpr = G // 2
-    pid_n = tl.program_id(0)
-    m = tl.program_id(1).to(tl.int64)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    wn = (rn % N).to(tl.int64)  # rows past N read row n % N (valid memory); their results are not stored
-    j = tl.arange(0, H).to(tl.int64)
-    acc = tl.zeros((BLOCK_N,), dtype=ACC)
-    x_row = X + m * sxm
-    for g0 in range(0, NG, BLOCK_G):
-        gi = (g0 + tl.arange(0, BLOCK_G)).to(tl.int64)
-        gm = gi < NG
-        kl = gi[:, None] * G + j[None, :]
-        xlo = _f32(tl.load(x_row + kl * sxk, mask=gm[:, None], other=0), EXACT).to(ACC)
-        xhi = _f32(tl.load(x_row + (kl + H) * sxk, mask=gm[:, None], other=0), EXACT).to(ACC)
-        b = tl.load(W + wn[:, None, None] * swn + gi[None, :, None] * H + j[None, None, :],
-                    mask=gm[None, :, None], other=0)
-        lo = (b & 15).to(ACC)
-        hi = (b >> 4).to(ACC)
-        d = tl.sum(lo * xlo[None, :, :] + hi * xhi[None, :, :], axis=2)
-        xs = tl.sum(xlo + xhi, axis=1)
-        soff = wn[:, None] * ssn + gi[None, :]
-        s = _f32(tl.load(S + soff, mask=gm[None, :], other=0), EXACT).to(ACC)
-        if HAS_MIN:
-            mn = _f32(tl.load(MN + soff, mask=gm[None, :], other=0), EXACT).to(ACC)
-            acc += tl.sum(s * d + mn * xs[None, :], axis=1)
+def _nibbles(b, MAGIC, ACC: tl.constexpr, FAST_Q: tl.constexpr, DECODE_ASM: tl.constexpr):
+    # The two codes of each byte as floats. FAST_Q: 1 + q/16, built by placing the nibble in the top mantissa
+    # bits of 1.0 (two integer ops, no int-to-float conversion, which runs at a fraction of the FMA rate): the
+    # caller takes 16 * (sum (1 + q/16) x - sum x) = sum q x (the products are exact to float32 rounding and the
+    # two sums are of one magnitude, so nothing cancels catastrophically). DECODE_ASM does the same on four
+    # packed bytes per instance in inline PTX (no byte extraction per code). Otherwise the codes themselves.
+    if FAST_Q:
+        if DECODE_ASM:
+            # four packed bytes in $8 -> codes as 1 + q/16: $0..$3 the low nibbles of bytes 0..3, $4..$7 the
+            # high nibbles, each moved to mantissa bits 19..22, then (t & 0x780000) | 1.0's bits in one lop3
+            # ($9: MAGIC, 0x3F800000, in a register; lut 0xEA = (a & b) | c)
+            lo, hi = tl.inline_asm_elementwise(
+                "{ .reg .b32 t; "
+                "shl.b32 t, $8, 19; lop3.b32 $0, t, 0x780000, $9, 0xEA; "
+                "shl.b32 t, $8, 11; lop3.b32 $1, t, 0x780000, $9, 0xEA; "
+                "shl.b32 t, $8, 3; lop3.b32 $2, t, 0x780000, $9, 0xEA; "
+                "shr.u32 t, $8, 5; lop3.b32 $3, t, 0x780000, $9, 0xEA; "
+                "shl.b32 t, $8, 15; lop3.b32 $4, t, 0x780000, $9, 0xEA; "
+                "shl.b32 t, $8, 7; lop3.b32 $5, t, 0x780000, $9, 0xEA; "
+                "shr.u32 t, $8, 1; lop3.b32 $6, t, 0x780000, $9, 0xEA; "
+                "shr.u32 t, $8, 9; lop3.b32 $7, t, 0x780000, $9, 0xEA; }",
+                "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [b, tl.full(b.shape, MAGIC, tl.int32)],
+                dtype=(tl.int32, tl.int32), is_pure=True, pack=4)
         else:
-            acc += tl.sum(s * (d - 8.0 * xs[None, :]), axis=1)
-    if HAS_BIAS:
-        acc += _f32(tl.load(B + wn), EXACT).to(ACC)
-    acc = _activation(acc, ACT)  # the matmul epilogue's activations (silu for a gate projection)
-    if HAS_RES:  # R may be OUT itself: each element is read before this program writes it
-        acc += _f32(tl.load(R + m * srm + rn.to(tl.int64) * srn, mask=rn < N, other=0), EXACT).to(ACC)
-    tl.store(OUT + m * som + rn.to(tl.int64) * son, _store_cvt(acc, OUT_DT, EXACT), mask=rn < N)
+            bi = b.to(tl.int32)
+            lo = ((bi << 19) & 0x780000) | MAGIC
+            hi = ((bi << 15) & 0x780000) | MAGIC
+        flo = lo.to(tl.float32, bitcast=True)
+        fhi = hi.to(tl.float32, bitcast=True)
+    else:
+        flo = (b & 15).to(ACC)
+        fhi = (b >> 4).to(ACC)
+    return flo, fhi
+
+
+@jit(do_not_specialize=["Z"])
+def _int4_gemv_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLIT, NSPLIT, MAGIC, Z,
+                      sxm, sxk, swn, ssn, scn, srm, srn, som, son,
+                      G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr, HAS_MIN: tl.constexpr,
+                      HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, ACC: tl.constexpr,
+                      FAST_Q: tl.constexpr, DECODE_ASM: tl.constexpr, EVEN: tl.constexpr, SPLIT: tl.constexpr,
+                      EVICT_W: tl.constexpr, EXACT: tl.constexpr):
+    # out[m, n] = sum_g (s[n,g] * sum_j q[n,g,j] x[m,g,j] + min[n,g] * sum_j x[m,g,j]) over this program's
+    # groups [g_lo, g_hi). Each step reads a (BLOCK_N, BLOCK_B) tile of packed bytes (16-byte loads along the
+    # row); byte j of a group holds codes j (low nibble) and j + G/2 (high nibble), so x splits into two
+    # contiguous halves per group, loaded as tiles of the byte tile's shape (every row the same addresses: the
+    # byte tile's layout, no shuffles through shared memory). The per-group sums are taken in registers
+    # (a thread holds whole groups when G/2 <= 16 bytes), then scaled once per group.
+    # Z (0) is not specialized, so the scale loads have no known alignment: they get one element per thread with
+    # groups along the lanes, the layout of the per-group sums when a lane holds one group (BLOCK_B = 32 * G/2);
+    # a vectorized scale load would have another layout and the sums would go through shared memory every step.
+    H: tl.constexpr = G // 2
+    NGC: tl.constexpr = BLOCK_B // H
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    pid_n = pid // M
+    m = pid % M
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    wn = tl.minimum(rn, N - 1).to(tl.int64)  # rows past N re-read row N-1 (valid memory); masked on store
+    g_lo = pid_k * G_SPLIT
+    g_hi = tl.minimum(g_lo + G_SPLIT, NG)
+    rb = tl.arange(0, BLOCK_B)
+    rg = tl.arange(0, NGC)
+    xo = ((rb // H) * G + rb % H).to(tl.int64)  # x index of byte rb's low code, from the step's first group
+    w_ptrs = W + wn[:, None] * swn + rb[None, :]
+    x_ptrs = X + _wide(m) * sxm + tl.broadcast_to(xo[None, :], (BLOCK_N, BLOCK_B)) * sxk
+    s_ptrs = S + wn[:, None] * ssn + (rg + Z)[None, :]
+    m_ptrs = MN + wn[:, None] * ssn + (rg + Z)[None, :]
+    acc = tl.zeros((BLOCK_N, NGC), dtype=ACC)
+    for g0 in range(g_lo, g_hi, NGC):
+        gw = _wide(g0)
+        if EVEN:
+            b = tl.load(w_ptrs + gw * H, eviction_policy=EVICT_W)
+            xl = _cvt(tl.load(x_ptrs + gw * G * sxk, eviction_policy="evict_last"), ACC, EXACT)
+            xh = _cvt(tl.load(x_ptrs + (gw * G + H) * sxk, eviction_policy="evict_last"), ACC, EXACT)
+            s = _cvt(tl.load(s_ptrs + gw), ACC, EXACT)
+            if HAS_MIN:
+                mn = _cvt(tl.load(m_ptrs + gw), ACC, EXACT)
+        else:
+            bm = (g0 + rb // H < g_hi)[None, :]
+            gm = (g0 + rg < g_hi)[None, :]
+            b = tl.load(w_ptrs + gw * H, mask=bm, other=0, eviction_policy=EVICT_W)
+            xl = _cvt(tl.load(x_ptrs + gw * G * sxk, mask=bm, other=0), ACC, EXACT)
+            xh = _cvt(tl.load(x_ptrs + (gw * G + H) * sxk, mask=bm, other=0), ACC, EXACT)
+            s = _cvt(tl.load(s_ptrs + gw, mask=gm, other=0), ACC, EXACT)
+            if HAS_MIN:
+                mn = _cvt(tl.load(m_ptrs + gw, mask=gm, other=0), ACC, EXACT)
+        flo, fhi = _nibbles(b, MAGIC, ACC, FAST_Q, DECODE_ASM)
+        dp = tl.sum(tl.reshape(flo * xl + fhi * xh, (BLOCK_N, NGC, H)), axis=2)
+        xg = tl.sum(tl.reshape(xl + xh, (BLOCK_N, NGC, H)), axis=2)
+        if FAST_Q:  # dp = sum (1 + q/16) x: sum q x = 16 (dp - xg)
+            if HAS_MIN:
+                acc += (16.0 * s) * dp + (mn - 16.0 * s) * xg
+            else:  # s * (sum q x - 8 sum x)
+                acc += (16.0 * s) * dp - (24.0 * s) * xg
+        else:
+            if HAS_MIN:
+                acc += s * dp + mn * xg
+            else:
+                acc += s * (dp - 8.0 * xg)
+    tot = tl.reshape(tl.sum(acc, axis=1), (1, BLOCK_N))
+    rm = tl.arange(0, 1)
+    mo = _wide(m)
+    if SPLIT:
+        _split_k_finish(tot, rm, rn, 1, N, MNS, WS + mo * N, LOCKS, pid, pid_k, NSPLIT, OUT + mo * som, som, son,
+                        C, 0, scn, R + mo * srm, srm, srn, 1.0, 1.0, HAS_C, HAS_R, ACT, True, True, EXACT)
+    else:
+        _epilogue(tot, rm, rn, 1, N, OUT + mo * som, som, son, C, 0, scn, R + mo * srm, srm, srn, 1.0, 1.0, False,
+                  HAS_C, HAS_R, ACT, True, True, EXACT)
 
 
 @jit
@@ -280,20 +351,46 @@ def _blocks_g(cfg: dict, group_size: int) -> int:
 
 def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | None, bias: Tensor | None,
                      out: Tensor, group_size: int, activation=None, residual: Tensor | None = None) -> None:
-    """``out [M, N] = act(x [M, K] @ W.T + bias) + residual`` with the GEMV kernel (checked arguments)."""
+    """``out [M, N] = act(x [M, K] @ W.T + bias) + residual`` with the GEMV kernel (checked arguments).
+
+    Settings from the ``int4_gemv`` table (shape facts ``rows`` = N and ``group`` = G): ``BLOCK_N`` (rows per
+    program), ``BLOCK_K`` (codes per row per step: a multiple of G; ``BLOCK_K / 2`` bytes), ``FAST_Q`` (16-bit
+    activations: decode codes as ``1 + q/16`` floats, see ``_nibbles``; default on), ``DECODE_ASM`` (that decode in
+    inline PTX; GPU only), ``EVICT_W``, ``programs_per_sm``/``target_programs`` and ``MIN_K_SPLIT`` (split-K over
+    groups, as the bf16 GEMV: :func:`nbxtensor.ops.matmul.split_k`), ``num_warps``, ``num_stages``. Programs
+    take one row of ``x`` each (``M`` on grid axis 0, next to the programs that read the same weight rows).
+    """
     M, K = x.shape
     N = qweight.shape[0]
-    cfg = launch_config("int4_gemv", x.device, dtypes=(x.dtype,), rows=N)
+    dev = x.device
+    G = group_size
+    NG = K // G
+    cfg = launch_config("int4_gemv", dev, dtypes=(x.dtype,), rows=N, group=G)
     bn = cfg["BLOCK_N"]
+    ngc = max(1, cfg["BLOCK_K"] // G)  # groups per step
+    check(ngc & (ngc - 1) == 0, lambda: f"int4_gemv config: BLOCK_K / group_size must be a power of two, got "
+          f"{cfg['BLOCK_K']} / {G}", ValueError)
+    n_tiles = _cdiv(N, bn)
+    split, g_split = split_k(NG, n_tiles * M, {**cfg, "MIN_K_SPLIT": max(1, cfg.get("MIN_K_SPLIT", G) // G)}, dev,
+                             step=ngc, grain=ngc)
+    use_split = split > 1
+    even = NG % ngc == 0 and (not use_split or g_split % ngc == 0)
+    exact = interpreting()
+    fast_q = bool(cfg.get("FAST_Q", True)) and x.dtype.itemsize == 2
+    ws = new_empty((split * M * N,), T.float64 if x.dtype is T.float64 else T.float32, dev) if use_split else out
+    locks = _locks(dev, n_tiles * M) if use_split else out
+    c = bias if bias is not None else out
     r = residual if residual is not None else out
-    launch(_int4_gemv_kernel, (_cdiv(N, bn), M), x, qweight, scales, mins if mins is not None else scales,
-           bias if bias is not None else scales, r, out, N, K // group_size, x.stride(0), x.stride(1),
-           qweight.stride(0), scales.stride(0), r.stride(0), r.stride(1), out.stride(0), out.stride(1),
-           G=group_size, BLOCK_N=bn, BLOCK_G=_blocks_g(cfg, group_size), HAS_MIN=mins is not None,
-           HAS_BIAS=bias is not None, HAS_RES=residual is not None, ACT=_ACT_CODE[activation],
-           ACC=tl.float64 if x.dtype is T.float64 else tl.float32,
-           OUT_DT=TL_DTYPES[out.dtype.name], EXACT=interpreting(),
-           num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 2))
+    _launch(_int4_gemv_kernel, (n_tiles * M, split),
+            (x, qweight, scales, mins if mins is not None else scales, c, r, out, ws, locks, M, N, NG, M * N, g_split,
+             split, 0x3F800000, 0, x.stride(0), x.stride(1), qweight.stride(0), scales.stride(0), c.stride(-1), r.stride(0), r.stride(1), out.stride(0), out.stride(1)),
+            dict(G=G, BLOCK_N=bn, BLOCK_B=ngc * G // 2, HAS_MIN=mins is not None, HAS_C=bias is not None,
+                 HAS_R=residual is not None, ACT=_ACT_CODE[activation],
+                 ACC=tl.float64 if x.dtype is T.float64 else tl.float32, FAST_Q=fast_q,
+                 DECODE_ASM=fast_q and not exact and bool(cfg.get("DECODE_ASM", False)), EVEN=even, SPLIT=use_split,
+                 EVICT_W=str(cfg.get("EVICT_W", "")), EXACT=exact, num_warps=cfg.get("num_warps", 4),
+                 num_stages=cfg.get("num_stages", 2)),
+            ws=ws if use_split else None, locks=(locks, n_tiles * M) if use_split else None)
 
 
 def launch_int4_dequant(qweight: Tensor, scales: Tensor, mins: Tensor | None, out: Tensor, group_size: int) -> None:
@@ -302,10 +399,11 @@ def launch_int4_dequant(qweight: Tensor, scales: Tensor, mins: Tensor | None, ou
     cfg = launch_config("int4_dequant", out.device, dtypes=(out.dtype,), rows=N)
     bn, bg = cfg["BLOCK_N"], _blocks_g(cfg, group_size)
     NG = K // group_size
-    launch(_int4_dequant_kernel, (_cdiv(N, bn), _cdiv(NG, bg)), qweight, scales,
-           mins if mins is not None else scales, out, N, NG, qweight.stride(0), scales.stride(0), out.stride(0),
-           out.stride(1), G=group_size, BLOCK_N=bn, BLOCK_G=bg, HAS_MIN=mins is not None,
-           OUT_DT=TL_DTYPES[out.dtype.name], EXACT=interpreting(), num_warps=cfg.get("num_warps", 4))
+    _launch(_int4_dequant_kernel, (_cdiv(N, bn), _cdiv(NG, bg)),
+            (qweight, scales, mins if mins is not None else scales, out, N, NG, qweight.stride(0), scales.stride(0),
+             out.stride(0), out.stride(1)),
+            dict(G=group_size, BLOCK_N=bn, BLOCK_G=bg, HAS_MIN=mins is not None, OUT_DT=TL_DTYPES[out.dtype.name],
+                 EXACT=interpreting(), num_warps=cfg.get("num_warps", 4)))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -433,6 +531,29 @@ def int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | N
     Raises:
         RuntimeError: shapes, dtypes, devices that do not fit. ValueError: a bad group size.
     """
+    if out is None:  # a launch plan of this signature (nbxtensor.ops.matmul, "Launch plans")
+        try:
+            d = input._storage.device
+            key = (_tensor_sig(input), _tensor_sig(qweight), _tensor_sig(scales), _tensor_sig(mins),
+                   _tensor_sig(bias), _tensor_sig(residual), group_size, activation)
+            plan = _INT4_PLANS.get(key)
+        except (AttributeError, TypeError):  # not tensors, unhashable options: the checks below say so
+            plan = _NO_PLAN
+        if plan is None:
+            if (d.type == "cuda" or INTERPRET) and not _OVERRIDES:
+                return record_plan(_INT4_PLANS, key, lambda: _int4_linear(
+                    input, qweight, scales, mins, bias, group_size=group_size, activation=activation,
+                    residual=residual), (input, qweight, scales, mins, bias, residual))
+        elif plan is not _NO_PLAN and not _OVERRIDES:
+            return plan(input, qweight, scales, mins, bias, residual)
+    return _int4_linear(input, qweight, scales, mins, bias, group_size=group_size, activation=activation,
+                        residual=residual, out=out)
+
+
+def _int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | None = None,
+                 bias: Tensor | None = None, *, group_size: int = 32, activation: str | None = None,
+                 residual: Tensor | None = None, out: Tensor | None = None) -> Tensor:
+    """The general path of :func:`int4_linear` (checks, views, one launch for few rows)."""
     N, K = _check_packed("int4_linear", qweight, scales, mins, group_size)
     check(isinstance(input, Tensor) and input.dtype in ACT_DTYPES, lambda: f"int4_linear: input must be a float16, "
           f"bfloat16, float32 or float64 tensor, got {getattr(input, 'dtype', type(input).__name__)}")
@@ -466,6 +587,10 @@ def int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | N
     if rows and N:
         registry.impl("int4_linear", input.device.type)(x, qweight, scales, mins, bias, o, group_size, activation, r)
     return o.view(*lead, N) if out is None else out
+
+
+_INT4_PLANS: dict = {}
+_PLAN_CACHES.append(_INT4_PLANS)
 
 
 def _cost(input, qweight, scales, mins=None, bias=None, group_size=32, **_) -> Cost:

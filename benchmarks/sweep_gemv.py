@@ -1,0 +1,517 @@
+"""Sweep of the decode-shaped product kernels' settings on the GPU: the bf16 GEMV (``gemv`` in
+runtime/configs/sm90.json, ``nn.functional.linear`` with one row) and the int4 dequantizing GEMV (``int4_gemv``,
+``quant.int4_linear`` with one row).
+
+Both read each weight byte once, so the measure is bandwidth: GB/s of the bytes a call must move (weight, plus
+scales and minima for int4, plus the activation row and the output) and the percentage of the H200's 4800 GB/s
+(targets: >= 85 % for the bf16 linears of Llama-3-8B's layer shapes, issue 5; >= 75 % of packed bytes for int4,
+issue 6). Shapes: bf16 ``1xK->N`` for (K, N) = (4096, 1024) k/v, (4096, 4096) q/o, (4096, 14336) gate/up,
+(14336, 4096) down, (4096, 128256) lm head; int4 (N, K) = (4096, 4096), (14336, 4096), (4096, 14336),
+(6144, 4096) (fused qkv), group 32 with float16 scales and minima (Q4_1).
+
+Variants are laid over the table's rule with :func:`nbxtensor.runtime.configs.override`, in phases, each ordered
+most promising first (from ahead-of-time sm_90 compiles of the kernels, Triton 3.6: registers, loads in flight,
+no shared-memory round trips in the loops):
+
+1. ``gemv`` kernel settings (a compile each): ``BLOCK_N`` rows per program, ``BLOCK_K`` x ``UNROLL`` the K chunk
+   one load brings in per step (the fp32 accumulator is ``BLOCK_N x BLOCK_K``), ``PREFETCH`` (load the next
+   chunk before computing this one), ``num_warps`` (<= ``BLOCK_N`` * max(1, ``BLOCK_K`` / 256), so warps split
+   rows), ``EVICT_W``;
+2. ``gemv`` split-K settings on the best kernel of phase 1: ``programs_per_sm`` (split-K when the row tiles are
+   fewer than that many programs per SM), ``MIN_K_SPLIT``;
+3. ``int4_gemv`` kernel settings: ``BLOCK_N``, ``BLOCK_K`` (codes per row per step; 1024 at group 32 gives one
+   16-byte group per lane), ``num_warps``, ``DECODE_ASM`` (the nibble decode in inline PTX), ``FAST_Q``;
+4. ``int4_gemv`` split-K settings on the best of phase 3;
+5. if time is left: ``gemv`` with 4 and 8 rows (``DOT_T``: the weight tile as the dot's A operand).
+
+Phase 1 may use the budget up to 38 %, phase 2 up to 48 %, phase 3 up to 82 %, phase 4 up to 92 %, phase 5 the
+rest (a phase that ends early leaves its time to the next). Each (variant, shape) is timed through the public call
+(``F.linear(x, w)``, ``int4_linear(x, q, s, m, group_size=32)``) with CUDA events and an L2 flush before every run
+(benchmarks/harness.py ``run_benchmark``, ``percentiles``; the flush of 4 x L2 keeps the GPU busy longer than the
+call's host time, so host time does not leak into the measurement). The first output of each variant is checked
+against the table variant's output (run first), and the table's against the float64 oracle on 64 rows, with the
+tolerance table's rule for products (``dtypes.tolerance``, widened by sqrt(K) and by ``|x| |w|``); a mismatch is
+marked ``!``, never hidden; every exception is recorded and the sweep goes on. For the table variant the host cost
+of one public call is measured (wall time of 200 back-to-back calls without synchronisation / 200). The sweep stops
+starting work when ``--budget-s`` (default 120 s, compiles included) would be exceeded.
+
+Run on the H200 from the source tree::
+
+    PYTHONPATH=src python3 benchmarks/sweep_gemv.py --out $OUT/sweep --budget-s 120
+
+Smoke test on a host without a GPU (the interpreter runs the same code paths on tiny shapes)::
+
+    NBX_TRITON_INTERPRET=1 PYTHONPATH=src python3 benchmarks/sweep_gemv.py --device cpu --smoke --out /tmp/sw
+
+Writes ``DIR/sweep_gemv.csv`` (one row per variant and shape) and prints a table of microseconds, GB/s and % of
+4800 GB/s per shape, the host costs, the best variant per shape and overall (geometric mean of GB/s) and the
+settings to write into sm90.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+if os.path.isdir(os.path.join(REPO, "src", "nbxtensor")) and os.path.join(REPO, "src") not in sys.path:
+    sys.path.insert(0, os.path.join(REPO, "src"))
+
+import numpy as np  # noqa: E402
+
+import harness as H  # noqa: E402
+
+PEAK_GBPS = 4800.0  # H200 datasheet HBM3e
+G = 32              # int4 group size of the swept shapes (Q4_1)
+
+# label, rows M, K, N (bf16 linear: x [M, K] @ w [N, K]^T)
+BF16_SHAPES = [("1x4096->1024", 1, 4096, 1024), ("1x4096->4096", 1, 4096, 4096), ("1x4096->14336", 1, 4096, 14336),
+               ("1x14336->4096", 1, 14336, 4096), ("1x4096->128256", 1, 4096, 128256)]
+# label, rows M, K, N (int4: x [M, K], packed weight [N, K/2])
+INT4_SHAPES = [("q4 4096x4096", 1, 4096, 4096), ("q4 14336x4096", 1, 4096, 14336), ("q4 4096x14336", 1, 14336, 4096),
+               ("q4 6144x4096", 1, 4096, 6144)]
+MROW_SHAPES = [("4x4096->4096", 4, 4096, 4096), ("8x4096->14336", 8, 4096, 14336)]
+SMOKE = {"gemv": [("s 1x200->40", 1, 200, 40), ("s 1x64->24", 1, 64, 24)],
+         "int4": [("s q4 1x256->24", 1, 256, 24), ("s q4 1x128->16", 1, 128, 16)],
+         "mrow": [("s 3x64->40", 3, 64, 40)]}
+
+
+def _v(name, **s):
+    return name, s
+
+
+# Phase 1 (gemv kernel). sm_90 compiles of the M = 1 kernel: the table's BLOCK_N 16 x BLOCK_K 512 tile takes 127
+# registers (4 programs of 4 warps per SM); BLOCK_N 4 x (4 x 256) 56 (9 per SM, 8 16-byte loads in flight per
+# thread, all issued before the first FMA), with PREFETCH 91 (16 in flight); BLOCK_N 8 x (4 x 256) with 8 warps 48.
+GEMV_KERNEL = [
+    _v("table"),
+    _v("n4 k256 u4", BLOCK_N=4, BLOCK_K=256, UNROLL=4, PREFETCH=False, num_warps=4),
+    _v("n4 k256 u4 pf", BLOCK_N=4, BLOCK_K=256, UNROLL=4, PREFETCH=True, num_warps=4),
+    _v("n8 k256 u4 w8", BLOCK_N=8, BLOCK_K=256, UNROLL=4, PREFETCH=False, num_warps=8),
+    _v("n4 k256 u8", BLOCK_N=4, BLOCK_K=256, UNROLL=8, PREFETCH=False, num_warps=4),
+    _v("n8 k256 u2 pf", BLOCK_N=8, BLOCK_K=256, UNROLL=2, PREFETCH=True, num_warps=4),
+    _v("n8 k256 u4 pf w8", BLOCK_N=8, BLOCK_K=256, UNROLL=4, PREFETCH=True, num_warps=8),
+    _v("n4 k512 u2 pf", BLOCK_N=4, BLOCK_K=512, UNROLL=2, PREFETCH=True, num_warps=4),
+    _v("n16 k256 u2", BLOCK_N=16, BLOCK_K=256, UNROLL=2, PREFETCH=False, num_warps=4),
+    _v("n4 k256 u4 ef", BLOCK_N=4, BLOCK_K=256, UNROLL=4, PREFETCH=False, num_warps=4, EVICT_W="evict_first"),
+    _v("n8 k512 u2", BLOCK_N=8, BLOCK_K=512, UNROLL=2, PREFETCH=False, num_warps=4),
+    _v("n2 k256 u8 w2", BLOCK_N=2, BLOCK_K=256, UNROLL=8, PREFETCH=False, num_warps=2),
+    _v("n16 k512 u1 (old)", BLOCK_N=16, BLOCK_K=512, UNROLL=1, PREFETCH=False, num_warps=4),
+]
+# Phase 2 (gemv split-K; 132 SMs): programs_per_sm P means split-K while the row tiles are fewer than 132 * P.
+GEMV_SPLIT = [
+    _v("split P2", programs_per_sm=2, MIN_K_SPLIT=512),
+    _v("split P8", programs_per_sm=8, MIN_K_SPLIT=512),
+    _v("split P4 k256", programs_per_sm=4, MIN_K_SPLIT=256),
+    _v("split P16 k256", programs_per_sm=16, MIN_K_SPLIT=256),
+    _v("split P1", programs_per_sm=1, MIN_K_SPLIT=1024),
+]
+# Phase 3 (int4 kernel). sm_90 compiles at group 32, BLOCK_K 1024 (one 16-byte group per lane and row): 40 registers
+# at BLOCK_N 4 / 4 warps, 64-72 at BLOCK_N 8-16; no shared-memory traffic in the loop; about 12-14 instructions
+# per packed byte, so the decode (DECODE_ASM: 2 instead of ~3.5 per code) and rows per thread (x converted and
+# summed once for all of a thread's rows) matter.
+INT4_KERNEL = [
+    _v("table"),
+    _v("n8 k1024 w4 asm", BLOCK_N=8, BLOCK_K=1024, num_warps=4, DECODE_ASM=True),
+    _v("n16 k1024 w4 asm", BLOCK_N=16, BLOCK_K=1024, num_warps=4, DECODE_ASM=True),
+    _v("n4 k1024 w4 asm", BLOCK_N=4, BLOCK_K=1024, num_warps=4, DECODE_ASM=True),
+    _v("n16 k1024 w8 asm", BLOCK_N=16, BLOCK_K=1024, num_warps=8, DECODE_ASM=True),
+    _v("n4 k1024 w4", BLOCK_N=4, BLOCK_K=1024, num_warps=4, DECODE_ASM=False),
+    _v("n16 k1024 w4", BLOCK_N=16, BLOCK_K=1024, num_warps=4, DECODE_ASM=False),
+    _v("n8 k1024 w8 asm", BLOCK_N=8, BLOCK_K=1024, num_warps=8, DECODE_ASM=True),
+    _v("n32 k1024 w8 asm", BLOCK_N=32, BLOCK_K=1024, num_warps=8, DECODE_ASM=True),
+    _v("n8 k256 (generic)", BLOCK_N=8, BLOCK_K=256, num_warps=4, DECODE_ASM=False),
+    _v("n8 k1024 exact-q", BLOCK_N=8, BLOCK_K=1024, num_warps=4, FAST_Q=False),
+]
+INT4_SPLIT = [
+    _v("split P2", programs_per_sm=2, MIN_K_SPLIT=1024),
+    _v("split P6", programs_per_sm=6, MIN_K_SPLIT=1024),
+    _v("split P4 k512", programs_per_sm=4, MIN_K_SPLIT=512),
+    _v("split P12 k512", programs_per_sm=12, MIN_K_SPLIT=512),
+]
+# Phase 5 (gemv, 2 <= M <= 8: tl.dot with M padded to 16; the table multiplies x @ w^T, DOT_T w @ x^T).
+MROW = [
+    _v("table"),
+    _v("dot_t n64 k128", DOT_T=True, BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=4),
+    _v("dot_t n128 k64", DOT_T=True, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4),
+    _v("n32 k256 s4", BLOCK_N=32, BLOCK_K=256, num_warps=4, num_stages=4),
+    _v("dot_t n64 k256 s3", DOT_T=True, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=3),
+]
+PHASES = [("gemv", "gemv", GEMV_KERNEL, 0.38), ("gemv-split", "gemv", GEMV_SPLIT, 0.48),
+          ("int4", "int4_gemv", INT4_KERNEL, 0.82), ("int4-split", "int4_gemv", INT4_SPLIT, 0.92),
+          ("mrow", "gemv", MROW, 1.0)]
+SMOKE_VARIANTS = {"table", "n4 k256 u4 pf", "n8 k256 u4 w8", "n4 k256 u4 ef", "split P8", "n8 k1024 w4 asm",
+                  "n16 k1024 w4", "n8 k1024 exact-q", "split P6", "dot_t n64 k128"}
+
+CSV_COLUMNS = ["run_id", "phase", "variant", "settings", "shape", "M", "K", "N", "grid", "status", "check",
+               "max_excess", "p20_us", "p50_us", "p80_us", "reps", "bytes", "gbps", "pct_4800", "host_us_call",
+               "host_us_handle", "error", "gpu", "commit", "date"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Inputs and checks
+# ---------------------------------------------------------------------------------------------------------------
+class Case:
+    """One shape's tensors and its public call. ``kind`` is ``gemv`` (bf16 linear) or ``int4``."""
+
+    def __init__(self, nbx, dev: str, kind: str, spec, rng):
+        self.label, self.M, self.K, self.N = spec
+        self.kind = kind
+        M, K, N = self.M, self.K, self.N
+        g = nbx.Generator(device=dev).manual_seed(1000 + N + K + M)
+        self.x = (nbx.randn(M, K, dtype=nbx.bfloat16, device=dev, generator=g) * 0.5).to(nbx.bfloat16)
+        if kind == "int4":
+            from nbxtensor.quant import QuantLinear, int4_linear
+            q = rng.integers(0, 256, (N, K // 2), dtype=np.uint8)
+            s = (rng.random((N, K // G)) * 0.02 + 0.001).astype(np.float16)
+            m = (-rng.random((N, K // G)) * 0.1).astype(np.float16)
+            self.lin = QuantLinear.from_packed(q, s, m, group_size=G, device=dev, cache=False)
+            self.q, self.s, self.m = self.lin.qweight, self.lin.scales, self.lin.mins
+            self.call = lambda: int4_linear(self.x, self.q, self.s, self.m, group_size=G)
+            self.handle = lambda: self.lin(self.x)
+            self.bytes = N * K // 2 + 2 * N * (K // G) * 2 + M * K * 2 + M * N * 2
+        else:
+            import nbxtensor.nn.functional as F
+            self.w = (nbx.randn(N, K, dtype=nbx.bfloat16, device=dev, generator=g) * 0.05).to(nbx.bfloat16)
+            self.call = lambda: F.linear(self.x, self.w)
+            self.handle = None
+            self.bytes = N * K * 2 + M * K * 2 + M * N * 2
+        self.rows = np.unique(np.r_[np.arange(min(32, N)), np.arange(max(0, N - 32), N)])
+        self._oracle = None
+
+    def oracle(self):
+        """float64 results of ``self.rows`` (the first and last 32 outputs) and their magnitude ``|x| |w|``."""
+        if self._oracle is None:
+            from nbxtensor.dtypes import table as T
+            from nbxtensor.dtypes.casting import cast_array
+            x = cast_array(np.asarray(self.x.cpu().numpy()), T.bfloat16, T.float64)
+            lo, hi = self.rows[self.rows < 32], self.rows[self.rows >= 32]
+            parts = []
+            for sl in ([slice(0, len(lo))] if len(lo) else []) + ([slice(int(hi[0]), self.N)] if len(hi) else []):
+                if self.kind == "int4":
+                    from nbxtensor.quant import dequantize_oracle
+                    parts.append(dequantize_oracle(self.q[sl].cpu().numpy(), self.s[sl].cpu().numpy(),
+                                                   self.m[sl].cpu().numpy(), G))
+                else:
+                    parts.append(cast_array(np.asarray(self.w[sl].cpu().numpy()), T.bfloat16, T.float64))
+            w = np.concatenate(parts, axis=0)
+            self._oracle = (x @ w.T, np.abs(x) @ np.abs(w).T)
+        return self._oracle
+
+
+def host_f64(t) -> np.ndarray:
+    from nbxtensor.dtypes import table as T
+    from nbxtensor.dtypes.casting import cast_array
+    return cast_array(np.asarray(t.cpu().numpy()), T.bfloat16, T.float64)
+
+
+def excess(out: np.ndarray, ref: np.ndarray, mag: np.ndarray, K: int) -> float:
+    """Worst ``|out - ref| - (atol + rtol * (|ref| + mag / sqrt(K)))`` (bf16 tolerance for a K-long product);
+    <= 0 passes, NaN anywhere gives NaN."""
+    from nbxtensor.dtypes import table as T
+    from nbxtensor.dtypes.tolerance import tolerance
+    tol = tolerance(T.bfloat16, reduced=K)
+    err = np.abs(out - ref) - (tol.atol + tol.rtol * (np.abs(ref) + mag / math.sqrt(K)))
+    return math.nan if np.isnan(err).any() else float(err.max())
+
+
+def host_cost_us(nbx, fn, dev: str, n: int) -> float:
+    """Wall time per call of ``n`` back-to-back calls that do not wait for the device."""
+    fn()
+    if dev != "cpu":
+        nbx.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    if dev != "cpu":
+        nbx.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
+
+
+@contextlib.contextmanager
+def grid_spy(MM, got: list):
+    """Record the grid of every launch of the product modules while the block runs."""
+    real = MM.launch
+
+    def spy(kernel, grid, *args, **meta):
+        got.append(tuple(grid))
+        return real(kernel, grid, *args, **meta)
+    MM.launch = spy
+    try:
+        yield
+    finally:
+        MM.launch = real
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------------------------
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="output folder (sweep_gemv.csv is appended to)")
+    p.add_argument("--budget-s", type=float, default=120.0, help="stop starting work after this many seconds, "
+                   "compiles included (default 120)")
+    p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (with NBX_TRITON_INTERPRET=1: a smoke run)")
+    p.add_argument("--smoke", action="store_true", help="tiny shapes, a few variants, one timed run (host smoke test)")
+    p.add_argument("--phases", default="", help="comma-separated phases to run (gemv, gemv-split, int4, int4-split, "
+                   "mrow; default all)")
+    p.add_argument("--variants", default="", help="comma-separated variant names to run (the table always runs)")
+    p.add_argument("--list", action="store_true", help="print the phases, shapes and variants and exit")
+    return p.parse_args(argv)
+
+
+def _shapes(kind: str, smoke: bool):
+    if smoke:
+        return SMOKE[kind]
+    return {"gemv": BF16_SHAPES, "int4": INT4_SHAPES, "mrow": MROW_SHAPES}[kind]
+
+
+def _kind(phase: str) -> str:
+    return "int4" if phase.startswith("int4") else ("mrow" if phase == "mrow" else "gemv")
+
+
+def ranking(results: dict, labels: list) -> list:
+    """Variant names by the geometric mean of GB/s over ``labels`` (variants with an error or a mismatch on any
+    of them last)."""
+    scores = []
+    for name, rows in results.items():
+        g = [rows.get(lb, {}).get("gbps") for lb in labels]
+        ok = all(v for v in g) and all(rows[lb].get("check", "").startswith(("ok", "oracle ok")) for lb in labels)
+        scores.append((0 if ok else 1, -(H.geomean(g) or 0.0) if ok else 0.0, name))
+    return [n for _, _, n in sorted(scores)]
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    t0 = time.monotonic()
+    deadline = t0 + a.budget_s if a.budget_s > 0 else math.inf
+    phases = PHASES
+    if a.phases:
+        want = {s.strip() for s in a.phases.split(",") if s.strip()}
+        phases = [p for p in PHASES if p[0] in want]
+        if not phases:
+            print(f"sweep_gemv: no phase among {sorted(want)}; known: {[p[0] for p in PHASES]}", file=sys.stderr)
+            return 2
+    pick = set()
+    if a.variants:
+        pick = {s.strip() for s in a.variants.split(",") if s.strip()}
+        known = {n for _, _, vs, _ in PHASES for n, _ in vs}
+        if pick - known:
+            print(f"sweep_gemv: unknown variants {sorted(pick - known)}; known: {sorted(known)}", file=sys.stderr)
+            return 2
+    if a.list:
+        for ph, op, vs, share in phases:
+            print(f"phase {ph} (op {op}, budget up to {share:.0%}); shapes: "
+                  f"{[s[0] for s in _shapes(_kind(ph), a.smoke)]}")
+            for n, s in vs:
+                print(f"  {n:22s} {json.dumps(s, sort_keys=True)}")
+        return 0
+
+    import nbxtensor as nbx
+    from bench_ops import device_facts, git_commit, make_clock
+    from nbxtensor.ops import matmul as MM
+    from nbxtensor.runtime.configs import launch_config, override
+    dev = a.device
+    if dev.startswith("cuda") and not nbx.cuda.is_available():
+        print("sweep_gemv: no CUDA device is available (use --device cpu --smoke)", file=sys.stderr)
+        return 2
+    os.makedirs(a.out, exist_ok=True)
+    csv_path = os.path.join(a.out, "sweep_gemv.csv")
+    log_path = os.path.join(a.out, "sweep_gemv.log")
+    facts = device_facts(nbx, dev)
+    timing = H.TimingConfig(warmup_ms=3.0, rep_ms=20.0, min_reps=10, max_reps=60)
+    if facts.get("l2"):
+        timing.flush_bytes = max(timing.flush_bytes, 4 * facts["l2"])
+    if a.smoke or dev == "cpu":
+        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20)
+    clock = make_clock(nbx, dev, timing.flush_bytes, [])
+
+    def bench(fn):
+        if a.smoke:  # one timed run: the interpreter takes a while per call
+            fn()
+            s_, e_ = clock.event(), clock.event()
+            clock.flush()
+            s_.record()
+            fn()
+            e_.record()
+            clock.synchronize()
+            return [float(s_.elapsed_time(e_))]
+        return H.run_benchmark(fn, clock, timing)
+
+    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    commit, date = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    host_n = 2 if a.smoke else 200
+    rng = np.random.default_rng(0)
+    cases: dict = {}
+    for kind in sorted({_kind(p[0]) for p in phases}):
+        cases[kind] = []
+        for spec in _shapes(kind, a.smoke):  # a shape that cannot be built is reported, never stops the sweep
+            try:
+                cases[kind].append(Case(nbx, dev, "int4" if kind == "int4" else "gemv", spec, rng))
+            except Exception as e:  # noqa: BLE001
+                print(f"sweep_gemv: shape {spec[0]} left out: {type(e).__name__}: {e}", flush=True)
+                with open(log_path, "a", encoding="utf-8") as log:
+                    log.write(f"--- inputs of {spec[0]}\n{traceback.format_exc()}\n")
+    if dev != "cpu":
+        nbx.cuda.synchronize()
+    rules = {}
+    for op, dt, kw in (("gemv", nbx.bfloat16, dict(m=1, n=4096, k=4096)), ("int4_gemv", nbx.bfloat16,
+                                                                           dict(rows=4096, group=G))):
+        try:
+            rules[op] = launch_config(op, nbx.device(dev), dtypes=(dt,), **kw)
+        except Exception as e:  # noqa: BLE001
+            rules[op] = f"{type(e).__name__}: {e}"
+    print(f"sweep_gemv: {facts['gpu']} ({facts.get('arch')}), commit {commit}; budget {a.budget_s:.0f} s; inputs "
+          f"ready ({time.monotonic() - t0:.0f} s)", flush=True)
+    for op, r in rules.items():
+        print(f"table rule {op}: {json.dumps(r, sort_keys=True)}")
+
+    results: dict = {}   # phase -> variant -> label -> row
+    settings_of: dict = {}
+    refs: dict = {}      # (kind, label) -> the table's output (host float64)
+    per_pair: dict = {}
+    notes: list = []
+    stopped = None
+
+    def run_variant(phase, op, name, settings, subset, share):
+        nonlocal stopped
+        until = t0 + share * (deadline - t0) if math.isfinite(deadline) else deadline
+        settings_of[(phase, name)] = settings
+        for c in subset:
+            est = per_pair.get((op, c.label), 0.0)
+            if time.monotonic() + est > until:
+                notes.append(f"{phase}: stopped before {name} / {c.label} ({time.monotonic() - t0:.0f} s)")
+                if until >= deadline:
+                    stopped = notes[-1]
+                return False
+            row = {"run_id": run_id, "phase": phase, "variant": name, "settings": json.dumps(settings, sort_keys=True),
+                   "shape": c.label, "M": c.M, "K": c.K, "N": c.N, "bytes": c.bytes, "gpu": facts["gpu"],
+                   "commit": commit, "date": date}
+            ts = time.monotonic()
+            try:
+                with override(op, **settings) if settings else contextlib.nullcontext():
+                    grids: list = []
+                    with grid_spy(MM, grids):
+                        out = c.call()  # compiles
+                    if dev != "cpu":
+                        nbx.cuda.synchronize()
+                    row["grid"] = "x".join(str(v) for v in grids[-1]) if grids else ""
+                    got = host_f64(out)
+                    key = (c.kind, c.label)
+                    if name == "table" and key not in refs:
+                        ref, mag = c.oracle()
+                        worst = excess(got[:, c.rows], ref, mag, c.K)
+                        row["check"] = "oracle ok" if worst <= 0 else "ORACLE MISMATCH"
+                        refs[key] = got
+                    else:
+                        ref = refs.get(key)
+                        _, mag = c.oracle()
+                        scale = np.full(got.shape, float(np.max(mag)))
+                        worst = excess(got, ref, scale, c.K) if ref is not None else math.nan
+                        row["check"] = "ok" if worst <= 0 else ("MISMATCH" if ref is not None else "no reference")
+                    row["max_excess"] = worst
+                    times = bench(c.call)
+                    if name == "table" and phase in ("gemv", "int4", "mrow"):
+                        row["host_us_call"] = host_cost_us(nbx, c.call, dev, host_n)
+                        if c.handle is not None:
+                            row["host_us_handle"] = host_cost_us(nbx, c.handle, dev, host_n)
+                p20, p50, p80 = H.percentiles(times)
+                gbps = c.bytes / (p50 * 1e-3) / 1e9
+                row.update(status="ok", p20_us=p20 * 1e3, p50_us=p50 * 1e3, p80_us=p80 * 1e3, reps=len(times),
+                           gbps=gbps, pct_4800=100.0 * gbps / PEAK_GBPS)
+            except Exception as e:  # noqa: BLE001 - one failing variant never stops the sweep
+                msg = str(e).splitlines()[0] if str(e) else ""
+                row.update(status="error", error=f"{type(e).__name__}: {msg}"[:300])
+                with open(log_path, "a", encoding="utf-8") as log:
+                    log.write(f"--- {phase} {name} / {c.label}\n{traceback.format_exc()}\n")
+            per_pair[(op, c.label)] = time.monotonic() - ts
+            results.setdefault(phase, {}).setdefault(name, {})[c.label] = row
+            H.append_csv(csv_path, [row], CSV_COLUMNS)
+        return True
+
+    best_kernel: dict = {}  # kind -> settings of the best kernel variant (the base of its split phase)
+    for phase, op, variants, share in phases:
+        if stopped:
+            break
+        kind = _kind(phase)
+        subset = cases.get(kind, [])
+        if not subset:
+            continue
+        vs = [v for v in variants if not a.smoke or v[0] in SMOKE_VARIANTS]
+        if pick:
+            vs = [v for v in vs if v[0] in pick or v[0] == "table"]
+        base = {}
+        if phase.endswith("-split"):
+            base = best_kernel.get(kind, {})
+            vs = [(n, {**base, **s}) for n, s in vs]
+        for name, settings in vs:
+            if not run_variant(phase, op, name, settings, subset, share):
+                break
+        if not phase.endswith("-split") and phase in results:
+            ranked = ranking(results[phase], [c.label for c in subset])
+            if ranked:
+                best_kernel[kind] = settings_of[(phase, ranked[0])]
+
+    # -- report ------------------------------------------------------------------------------------------------
+    def cell(r):
+        if not r:
+            return "-"
+        if r.get("status") != "ok":
+            return "ERR"
+        flag = "" if str(r.get("check", "")).startswith(("ok", "oracle ok")) else "!"
+        return f"{r['p50_us']:.1f}us {r['gbps']:.0f} {r['pct_4800']:.0f}%{flag}"
+
+    lines = []
+    for phase, op, _, _ in phases:
+        if phase not in results:
+            continue
+        labels = [c.label for c in cases.get(_kind(phase), [])]
+        lines.append(f"\n== {phase} ({op}): p50 us, GB/s, % of 4800 (! = mismatch)")
+        lines.append(f"{'variant':22s} " + " ".join(f"{lb[:20]:>20s}" for lb in labels) + "   geomean")
+        for name in ranking(results[phase], labels):
+            rows = results[phase][name]
+            g = H.geomean([rows.get(lb, {}).get("gbps") for lb in labels])
+            lines.append(f"{name[:22]:22s} " + " ".join(f"{cell(rows.get(lb)):>20s}" for lb in labels)
+                         + (f"   {g:.0f}" if g else ""))
+        t = results[phase].get("table", {})
+        hosts = [(lb, t[lb].get("host_us_call"), t[lb].get("host_us_handle")) for lb in labels if lb in t]
+        if any(h for _, h, _ in hosts):
+            lines.append("host us/call of the public call (table): " + ", ".join(
+                f"{lb} {h:.1f}" + (f" (QuantLinear {hh:.1f})" if hh else "") for lb, h, hh in hosts if h))
+        best = ranking(results[phase], labels)
+        if best:
+            lines.append(f"best overall: {best[0]}  settings {settings_of[(phase, best[0])]}")
+            for lb in labels:
+                ok = [(rows[lb]["gbps"], n) for n, rows in results[phase].items() if lb in rows
+                      and rows[lb].get("status") == "ok" and str(rows[lb].get("check", "")).startswith(("ok", "oracle"))]
+                if ok:
+                    gb, n = max(ok)
+                    lines.append(f"  best for {lb}: {n} ({gb:.0f} GB/s, {100 * gb / PEAK_GBPS:.0f}%)")
+    if notes:
+        lines.append("\n" + "\n".join(notes[-6:]))
+    lines.append(f"\nsweep_gemv: {time.monotonic() - t0:.0f} s; rows in {csv_path}" +
+                 (f"; stopped: {stopped}" if stopped else ""))
+    print("\n".join(lines[:118]), flush=True)
+    errors = sum(1 for ph in results.values() for rows in ph.values() for r in rows.values()
+                 if r.get("status") != "ok")
+    mism = sum(1 for ph in results.values() for rows in ph.values() for r in rows.values()
+               if r.get("status") == "ok" and not str(r.get("check", "")).startswith(("ok", "oracle ok")))
+    if errors or mism:
+        print(f"sweep_gemv: {errors} errors, {mism} mismatches (details in {log_path} and the CSV)")
+    table_bad = any(r.get("status") != "ok" or not str(r.get("check", "")).startswith("oracle ok")
+                    for ph in results.values() for n, rows in ph.items() if n == "table" for r in rows.values())
+    return 1 if table_bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
