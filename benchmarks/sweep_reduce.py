@@ -367,14 +367,14 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
               f"{(state[c.name]['bytes'] or 0) / 2 ** 20:.0f} MiB moved")
         good = sorted((r for r in rs if _ok(r) and r is not tab), key=lambda r: -r["gbps"])
         bad = [r for r in rs if not _ok(r) and r is not tab]
-        for r in ([tab] if tab else []) + good[:3] + bad[:2]:
+        for r in ([tab] if tab else []) + good[:3] + bad[:1]:
             if r.get("gbps") is not None:
                 print(f"  {r['variant']:6s} {r['gbps']:8.1f} GB/s {r['pct_of_4800']:5.1f}%  {r['p50_ms']:8.4f} ms  "
                       f"{r['status'][:24]:24s} {r['settings']}")
             else:
                 print(f"  {r['variant']:6s} {'-':>8s}                        {r['status'][:60]} {r['settings']}")
-        if len(good) > 3 or len(bad) > 2:
-            print(f"  ... {max(len(good) - 3, 0) + max(len(bad) - 2, 0)} more in the CSV")
+        if len(good) > 3 or len(bad) > 1:
+            print(f"  ... {max(len(good) - 3, 0) + max(len(bad) - 1, 0)} more in the CSV")
     print("\nbest per case (GB/s, % of 4800, x table):")
     for c in cases:
         rs = [r for r in rows if r["case"] == c.name and _ok(r)]
