@@ -538,7 +538,18 @@ def test_linear_plans(monkeypatch, device):
     out = nbx.empty(1, N, device=device)
     assert MM.linear(X, Wt, B, activation="relu", residual=R, out=out) is out
     assert_close(out, want, dt, K + 2, "out=")
-    assert len(MM._LINEAR_PLANS) == 1
+    assert len(MM._LINEAR_PLANS) == 2    # out= has plans of its own (its signature in the key)
+    out2 = nbx.empty(1, N, device=device)
+    monkeypatch.setattr(MM, "_linear", lambda *a, **k: pytest.fail("the general path ran for a planned out= call"))
+    assert MM.linear(X, Wt, B, activation="relu", residual=R, out=out2) is out2
+    assert_close(out2, want, dt, K + 2, "planned out=")
+    monkeypatch.setattr(MM, "_linear", general)
+    both = make(np.concatenate([x.ravel(), np.zeros(N)]), dt, device)  # out= sharing memory with the input
+    xo, oo = both[:K].view(1, K), both[K:].view(1, N)
+    assert oo.stride() == out.stride() and xo.stride() == X.stride()
+    assert MM.linear(xo, Wt, B, activation="relu", residual=R, out=oo) is oo   # the general path: a temporary
+    assert_close(oo, want, dt, K + 2, "out= overlapping the input's storage")
+    assert_close(xo, x, dt, 1, "input unchanged")
 
     sq = make(vals((K, K), dt), dt, device)     # input and weight at one address: no plan, a correct result
     r1 = MM.linear(sq[:1], sq)

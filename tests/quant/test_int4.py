@@ -372,11 +372,21 @@ def test_int4_plans(monkeypatch, device):
     x = nbx.tensor(rng.standard_normal((1, K)), dtype=nbx.float32, device=device)
     lin(x, activation="silu")
     assert sum(p is not MM._NO_PLAN for p in Q._INT4_PLANS.values()) == 1
+    general = Q._int4_linear
     monkeypatch.setattr(Q, "_int4_linear", lambda *a, **k: pytest.fail("the general path ran for a planned call"))
     for _ in range(2):
         x64 = rng.standard_normal((1, K))
         y = lin(nbx.tensor(x64, dtype=nbx.float32, device=device), activation="silu")
         ref = int4_linear_oracle(x64, lin.qweight, lin.scales, lin.mins, None, G, activation="silu")
         _check_linear(y.cpu().numpy(), ref, x64, W, T.float32, K)
+    out = nbx.empty(1, N, device=device)
+    monkeypatch.setattr(Q, "_int4_linear", general)
+    for i in range(2):  # out= plans too (recorded by the first call, run by the second)
+        if i:
+            monkeypatch.setattr(Q, "_int4_linear", lambda *a, **k: pytest.fail("general path for a planned out="))
+        x64 = rng.standard_normal((1, K))
+        assert lin(nbx.tensor(x64, dtype=nbx.float32, device=device), out=out) is out
+        _check_linear(out.cpu().numpy(), int4_linear_oracle(x64, lin.qweight, lin.scales, lin.mins, None, G), x64,
+                      W, T.float32, K)
     MM.clear_plans()
     assert not Q._INT4_PLANS

@@ -23,14 +23,19 @@ Kernels (Triton):
   when ``K % BLOCK_K != 0``. Pointer offsets are 64-bit; the K-loop steps are computed on the host (Python
   ints, so Triton passes them as 64-bit when they need it).
 - ``_gemv_kernel``: the small-M path (M <= ``MAX_M`` of the ``gemv`` config, 8 on sm90: decode). Each program
-  owns ``BLOCK_N`` weight rows and a contiguous K range and reads each weight byte exactly once: M = 1
-  accumulates ``w * x`` in a (BLOCK_N, BLOCK_K) float32 tile (FMA, reduced once at the end); 2 <= M <= 8 uses
-  ``tl.dot`` with M padded to 16. When the N tiles alone cannot fill the GPU, K is split across programs
-  (split-K): each writes its float32 partial to a workspace, then increments a per-tile arrival counter; the
-  last to arrive sums the partials **in split order 0, 1, ..., S-1** (so the result does not depend on which
-  program finished last: deterministic, a replayed step is byte-identical), applies the epilogue and resets
-  the counter to 0 for the next launch. Small N with large M (``mv``) runs the same kernel on the transposed
-  problem.
+  owns ``BLOCK_N`` weight rows and a contiguous K range and reads each weight byte exactly once. M = 1: each step
+  loads a ``(BLOCK_N, UNROLL, BLOCK_K)`` chunk of the weight with one load (every load of the step in flight
+  before the first FMA) and the matching x chunk in the same layout (x is addressed as a chunk of that shape, so
+  no step moves it through shared memory), and accumulates ``w * x`` summed over ``UNROLL`` into a
+  (BLOCK_N, BLOCK_K) float32 tile, reduced once at the end; ``PREFETCH`` loads the next chunk before computing
+  this one; a range that is not whole chunks ends with one masked chunk. 2 <= M <= 8: ``tl.dot`` with M padded
+  to 16, either ``x @ w^T`` or (``DOT_T``) ``w @ x^T``, the weight tile as the dot's A operand. When the row
+  tiles alone cannot fill the GPU (fewer than ``programs_per_sm`` per SM, :func:`split_k`), K is split across
+  programs (split-K): each writes its float32 partial to a workspace, then increments a per-tile arrival
+  counter; the last to arrive sums the partials **in split order 0, 1, ..., S-1** (so the result does not depend
+  on which program finished last: deterministic, a replayed step is byte-identical), applies the epilogue and
+  resets the counter to 0 for the next launch. Small N with large M (``mv``) runs the same kernel on the
+  transposed problem.
 - The epilogue (both kernels): ``act(alpha * acc + beta * C) + R``, rounded once to the output dtype. ``C`` is
   ``addmm``'s input / ``linear``'s bias (any broadcast, through strides: stride 0 on broadcast dims); with
   ``beta == 0`` it is not read (NaN in it does not propagate, as PyTorch). Activations: ``relu``, ``gelu``
@@ -42,6 +47,12 @@ Kernels (Triton):
 Launch settings come from ``runtime/configs/<arch>.json`` (entries ``mm`` and ``gemv``); the ``interpret``
 table uses 16-wide tiles so the interpreter tier exercises tile edges, K tails, split-K and the swizzle on small
 shapes.
+
+Host path: a repeated ``linear`` / ``mm`` / ``matmul`` with the same signature (shapes, strides, dtypes, devices,
+options; ``out=None``) runs a *launch plan* recorded from its first call: one dict lookup, one allocation and one
+launch (section "Launch plans"; also used by :func:`nbxtensor.quant.int4_linear`). A decode step's linears cost
+their launch, not the general path's argument checks, views and config lookups (about 40 Python calls per call
+instead of about 670, counted under the interpreter tier).
 
 Cost declarations: flops = 2 * (output elements) * K (the epilogue's few flops per output are not counted, as
 GEMM benchmarks do); bytes read = every input element once (A, B, the bias/input C when beta != 0); bytes
@@ -375,6 +386,10 @@ def _precision(d: DType) -> str:
 
 @lru_cache(maxsize=None)
 def _sm_count(index: int) -> int:
+    """SMs of CUDA device ``index``; -1 (the interpreter tier on the cpu) counts as 4, so that a table of programs
+    per SM still splits small problems there."""
+    if index < 0:
+        return 4
     from .. import cuda
     return int(cuda.get_device_properties(index).multi_processor_count)
 
@@ -382,8 +397,7 @@ def _sm_count(index: int) -> int:
 def _target_programs(cfg: dict, device) -> int:
     if "target_programs" in cfg:
         return int(cfg["target_programs"])
-    # the interpreter tier (cpu) counts as 4 SMs, so a table of programs per SM still splits small problems there
-    return int(cfg["programs_per_sm"]) * (4 if device.type == "cpu" else _sm_count(device.index or 0))
+    return int(cfg["programs_per_sm"]) * _sm_count(-1 if device.type == "cpu" else device.index or 0)
 
 
 _LOCKS: dict = {}
@@ -541,13 +555,14 @@ def _tensor_sig(t):
 class Plan:
     """A recorded launch with slots for the caller's tensors (see the section comment).
 
-    Call with the tensors in the order of ``names`` (``None`` where absent); returns the new output.
+    Call with the caller's tensors in the order they were recorded (``None`` where absent); returns the output:
+    a new tensor, or the caller's ``out`` (the last tensor) when the plan was recorded with one.
     """
 
     __slots__ = ("kernel", "grid", "slots", "consts", "meta", "out_shape", "out_stride", "out_bytes", "out_dtype",
-                 "device", "backend", "ws_numel", "ws_dtype", "locks", "tail", "pick")
+                 "device", "backend", "ws_numel", "ws_dtype", "locks", "tail", "pick", "out_slot")
 
-    def __init__(self, kernel, grid, slots, consts, meta, out: Tensor, ws, locks: int):
+    def __init__(self, kernel, grid, slots, consts, meta, out: Tensor, ws, locks: int, out_slot=None):
         from ..device.base import backend_for
         self.kernel, self.grid, self.slots, self.consts, self.meta = kernel, grid, slots, consts, meta
         self.pick = itemgetter(*slots) if len(slots) > 1 else (lambda env, i=slots[0]: (env[i],))
@@ -560,10 +575,14 @@ class Plan:
         self.ws_numel = 0 if ws is None else ws.numel()
         self.ws_dtype = None if ws is None else ws.dtype
         self.locks = locks
+        self.out_slot = out_slot
 
     def __call__(self, *tensors):
-        o = Tensor(self.backend.allocate(self.out_bytes, self.device), self.out_shape, self.out_stride, 0,
-                   self.out_dtype)
+        if self.out_slot is None:
+            o = Tensor(self.backend.allocate(self.out_bytes, self.device), self.out_shape, self.out_stride, 0,
+                       self.out_dtype)
+        else:
+            o = tensors[self.out_slot]
         env = tensors + (o,
                          new_empty((self.ws_numel,), self.ws_dtype, self.device) if self.ws_numel else None,
                          _locks(self.device, self.locks) if self.locks else None)
@@ -574,15 +593,18 @@ class Plan:
         return o
 
 
-def make_plan(records: list, tensors: tuple, out: Tensor):
+def make_plan(records: list, tensors: tuple, out: Tensor, out_given: bool = False):
     """A :class:`Plan` from the launches recorded while one call ran, or ``None`` when the call is not one
     launch whose tensor arguments are all the caller's ``tensors``, the output ``out``, a workspace or the
-    split-K counters (each at the address of the tensor it stands for)."""
+    split-K counters (each at the address of the tensor it stands for). ``out_given``: the last of ``tensors`` is
+    the caller's ``out=``, which the call must have returned."""
     if len(records) != 1 or not isinstance(out, Tensor) or any(t is not None and t.numel() == 0 for t in tensors):
+        return None
+    if out_given and tensors[-1] is not out:
         return None
     kernel, grid, args, meta, ws, locks = records[0]
     lk, n_locks = locks if locks is not None else (None, 0)
-    known = [t for t in tensors if t is not None] + [out]
+    known = [t for t in tensors if t is not None] + ([] if out_given else [out])
     addrs = [(id(t._storage), t._offset) for t in known]
     if len(set(addrs)) != len(addrs):  # two of them at one address: a slot would be ambiguous
         return None
@@ -600,17 +622,20 @@ def make_plan(records: list, tensors: tuple, out: Tensor):
         elif lk is not None and a is lk:
             slots.append(n + 2)
         else:
-            hit = [i for i, t in enumerate(tensors + (out,)) if t is not None and t._storage is a._storage
-                   and t._offset == a._offset and t._dtype is a._dtype]
+            hit = [i for i, t in enumerate(tensors if out_given else tensors + (out,)) if t is not None
+                   and t._storage is a._storage and t._offset == a._offset and t._dtype is a._dtype]
             if len(hit) != 1:
                 return None
             slots.append(hit[0])
-    return Plan(kernel, grid, tuple(slots), tuple(consts), dict(meta), out, ws, n_locks)
+    return Plan(kernel, grid, tuple(slots), tuple(consts), dict(meta), out, ws, n_locks,
+                n - 1 if out_given else None)
 
 
-def record_plan(cache: dict, key, run, tensors: tuple):
+def record_plan(cache: dict, key, run, tensors: tuple, out_given: bool = False):
     """Run ``run()`` (the general path of one call) recording its launches, and cache a plan under ``key`` (or
-    a marker that the signature has none). Returns ``run()``'s result."""
+    a marker that the signature has none). Returns ``run()``'s result. ``out_given``: the last of ``tensors`` is
+    the caller's ``out=``; a call that changed its shape, strides or dtype (a resize) gets no plan."""
+    sig = _tensor_sig(tensors[-1]) if out_given else None
     _TLS.rec = rec = []
     try:
         out = run()
@@ -618,8 +643,21 @@ def record_plan(cache: dict, key, run, tensors: tuple):
         _TLS.rec = None
     if len(cache) >= _PLAN_LIMIT:
         cache.clear()
-    cache[key] = make_plan(rec, tensors, out) or _NO_PLAN
+    plan = None
+    if not out_given or _tensor_sig(tensors[-1]) == sig:
+        plan = make_plan(rec, tensors, out, out_given)
+    cache[key] = plan or _NO_PLAN
     return out
+
+
+def apart(out: Tensor, *tensors) -> bool:
+    """True when ``out`` shares memory with none of ``tensors`` (``None`` entries skipped): a plan may write the
+    caller's ``out=`` directly (the general path copies through a temporary otherwise)."""
+    s = out._storage
+    for t in tensors:
+        if t is not None and t._storage is s:
+            return False
+    return True
 
 
 def clear_plans() -> None:
@@ -1207,21 +1245,30 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, activation
         >>> linear(x, w, b, activation="relu").shape
         nbx.Size([2, 4])
     """
-    if out is None:  # a launch plan of this signature (see "Launch plans"): one lookup, one allocation, one launch
-        try:
-            d, e = input._storage.device, weight._storage.device
-            key = (input._shape, input._stride, input._dtype, d.type, d.index, weight._shape, weight._stride,
-                   weight._dtype, e.type, e.index, None if bias is None else _tensor_sig(bias),
-                   None if residual is None else _tensor_sig(residual), activation, _MM_FLAGS["precision"])
-            plan = _LINEAR_PLANS.get(key)
-        except (AttributeError, TypeError):  # not tensors, an unhashable activation: the checks below say so
-            plan = _NO_PLAN
-        if plan is None:
-            if (d.type == "cuda" or INTERPRET) and not _OVERRIDES:
+    # a launch plan of this signature (see "Launch plans"): one lookup, one allocation (none with out=), one launch
+    try:
+        d, e = input._storage.device, weight._storage.device
+        key = (input._shape, input._stride, input._dtype, d.type, d.index, weight._shape, weight._stride,
+               weight._dtype, e.type, e.index, None if bias is None else _tensor_sig(bias),
+               None if residual is None else _tensor_sig(residual), activation, _MM_FLAGS["precision"],
+               None if out is None else _tensor_sig(out))
+        plan = _LINEAR_PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, an unhashable activation: the checks below say so
+        plan = _NO_PLAN
+    if plan is None:
+        if (d.type == "cuda" or INTERPRET) and not _OVERRIDES:
+            if out is None:
                 return record_plan(_LINEAR_PLANS, key, lambda: _linear(input, weight, bias, activation, residual),
                                    (input, weight, bias, residual))
-        elif plan is not _NO_PLAN and not _OVERRIDES:
+            return record_plan(_LINEAR_PLANS, key, lambda: _linear(input, weight, bias, activation, residual,
+                                                                   out=out),
+                               (input, weight, bias, residual, out), out_given=apart(out, input, weight, bias,
+                                                                                     residual))
+    elif plan is not _NO_PLAN and not _OVERRIDES:
+        if out is None:
             return plan(input, weight, bias, residual)
+        if apart(out, input, weight, bias, residual):
+            return plan(input, weight, bias, residual, out)
     return _linear(input, weight, bias, activation, residual, out=out)
 
 

@@ -28,12 +28,19 @@ multiplies by it in float64.
 **Kernels** (Triton):
 
 - ``_int4_gemv_kernel`` (decode, ``M <= MAX_M`` rows of ``x``): one program per (``BLOCK_N`` output rows, row
-  ``m`` of ``x``); it loops over ``K`` in steps of ``BLOCK_G`` whole groups, loads each packed byte of its rows
-  once, splits the nibbles in registers and accumulates per group ``s * (sum_j q_j x_j) + m * (sum_j x_j)``
-  (symmetric: ``s * (sum q x - 8 sum x)``) in float32: one scale multiply per group, not per weight. The weight
-  is never expanded in memory: a decode step reads the packed bytes, the scales and ``x`` once. The epilogue
-  adds the bias, applies the activation of :mod:`nbxtensor.ops.matmul`'s epilogue (silu for a gate projection)
-  and adds a residual (which may be the output: ``h = linear(x, residual=h, out=h)``), rounding once.
+  ``m`` of ``x``; the ``M`` programs of one row tile are neighbours on grid axis 0, so the weight rows they
+  share are read from HBM once) and, when the row tiles are too few for the GPU, per K range (split-K over
+  groups, deterministic as the bf16 GEMV's: partials summed in split order by the last program). Each step loads
+  a ``(BLOCK_N, BLOCK_K / 2)`` tile of packed bytes (16 bytes per lane along a row) and the two matching halves of
+  ``x`` in the same layout, splits the nibbles in registers, sums each group's products in registers and
+  accumulates ``s * (sum_j q_j x_j) + m * (sum_j x_j)`` (symmetric: ``s * (sum q x - 8 sum x)``) in float32: one
+  scale multiply per group, not per weight. For 16-bit activations the codes are decoded as the floats
+  ``1 + q/16`` (the nibble placed in the top mantissa bits of 1.0: two integer instructions per code, no
+  int-to-float conversion) and ``sum q x = 16 (sum (1 + q/16) x - sum x)``; ``DECODE_ASM`` does that decode in
+  inline PTX on four packed bytes at a time. The weight is never expanded in memory: a decode step reads the
+  packed bytes, the scales and ``x`` once. The epilogue (:mod:`nbxtensor.ops.matmul`'s) adds the bias, applies
+  the activation (silu for a gate projection) and adds a residual (which may be the output:
+  ``h = linear(x, residual=h, out=h)``), rounding once.
 - ``_int4_dequant_kernel`` (prefill, ``M > MAX_M``): writes ``W`` in the activation dtype into a scratch
   buffer, then the GEMM of :mod:`nbxtensor.ops.matmul` runs (dequantize-then-GEMM; the scratch is ``N * K``
   elements of the activation dtype for one call).
@@ -57,7 +64,7 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..ops import registry
 from ..ops.matmul import (_NO_PLAN, _PLAN_CACHES, ACTIVATIONS, _ACT_CODE, _cvt, _epilogue, _launch, _locks,
-                          _np_activation, _split_k_finish, _tensor_sig, _wide, record_plan, split_k)
+                          _np_activation, _split_k_finish, _tensor_sig, _wide, apart, record_plan, split_k)
 from ..ops.registry import Cost, OpRecord, register
 from ..ops.triton_helpers import TL_DTYPES, convert
 from ..runtime.configs import _OVERRIDES, launch_config
@@ -531,21 +538,25 @@ def int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | N
     Raises:
         RuntimeError: shapes, dtypes, devices that do not fit. ValueError: a bad group size.
     """
-    if out is None:  # a launch plan of this signature (nbxtensor.ops.matmul, "Launch plans")
-        try:
-            d = input._storage.device
-            key = (_tensor_sig(input), _tensor_sig(qweight), _tensor_sig(scales), _tensor_sig(mins),
-                   _tensor_sig(bias), _tensor_sig(residual), group_size, activation)
-            plan = _INT4_PLANS.get(key)
-        except (AttributeError, TypeError):  # not tensors, unhashable options: the checks below say so
-            plan = _NO_PLAN
-        if plan is None:
-            if (d.type == "cuda" or INTERPRET) and not _OVERRIDES:
-                return record_plan(_INT4_PLANS, key, lambda: _int4_linear(
-                    input, qweight, scales, mins, bias, group_size=group_size, activation=activation,
-                    residual=residual), (input, qweight, scales, mins, bias, residual))
-        elif plan is not _NO_PLAN and not _OVERRIDES:
+    # a launch plan of this signature (nbxtensor.ops.matmul, "Launch plans")
+    try:
+        d = input._storage.device
+        key = (_tensor_sig(input), _tensor_sig(qweight), _tensor_sig(scales), _tensor_sig(mins), _tensor_sig(bias),
+               _tensor_sig(residual), group_size, activation, _tensor_sig(out))
+        plan = _INT4_PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, unhashable options: the checks below say so
+        plan = _NO_PLAN
+    if plan is None:
+        if (d.type == "cuda" or INTERPRET) and not _OVERRIDES:
+            ts = (input, qweight, scales, mins, bias, residual)
+            return record_plan(_INT4_PLANS, key, lambda: _int4_linear(
+                input, qweight, scales, mins, bias, group_size=group_size, activation=activation, residual=residual,
+                out=out), ts if out is None else ts + (out,), out_given=out is not None and apart(out, *ts))
+    elif plan is not _NO_PLAN and not _OVERRIDES:
+        if out is None:
             return plan(input, qweight, scales, mins, bias, residual)
+        if apart(out, input, qweight, scales, mins, bias, residual):
+            return plan(input, qweight, scales, mins, bias, residual, out)
     return _int4_linear(input, qweight, scales, mins, bias, group_size=group_size, activation=activation,
                         residual=residual, out=out)
 
