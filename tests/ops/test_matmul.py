@@ -559,6 +559,40 @@ def test_linear_plans(monkeypatch, device):
     assert not MM._LINEAR_PLANS
 
 
+def test_nested_recording_sees_every_launch():
+    """A call recorded inside another call's recording: the outer record gets the inner launches too, and a plan
+    run inside a recording marks it, so the outer call (more than one launch) gets no plan."""
+    MM.clear_plans()
+    t = nbx.empty(4)
+    outer_key, inner_key = ("outer",), ("inner",)
+
+    def inner():  # one recorded launch of the caller's tensor and a new output (as _launch records it)
+        o = nbx.empty(4)
+        MM._TLS.rec.append(("k1", (1,), (t, o), {}, None, None))
+        return o
+
+    def outer():
+        MM.record_plan(MM._PRODUCT_PLANS, inner_key, inner, (t,))
+        MM._TLS.rec.append(("k2", (1,), (t,), {}, None, None))
+        return t
+
+    MM.record_plan(MM._PRODUCT_PLANS, outer_key, outer, (t,))
+    assert MM._PRODUCT_PLANS[outer_key] is MM._NO_PLAN          # two launches
+    assert isinstance(MM._PRODUCT_PLANS[inner_key], MM.Plan)    # one launch of the caller's tensor
+    MM._TLS.rec = rec = []
+    try:
+        plan = MM._PRODUCT_PLANS[inner_key]
+        plan.kernel = "unused"
+        import unittest.mock as um
+        with um.patch.object(MM, "launch", lambda *a, **k: None):
+            plan(t)
+    finally:
+        MM._TLS.rec = None
+    assert rec == [None]
+    assert MM.make_plan([None], (t,), t) is None
+    MM.clear_plans()
+
+
 @pytest.mark.skipif(not KERNELS, reason="launch plans exist for the Triton implementation (GPU or interpreter)")
 def test_product_plans(device):
     """mm and matmul (and the @ operator) plan their launches too; results stay right for new data."""

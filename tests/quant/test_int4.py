@@ -390,3 +390,23 @@ def test_int4_plans(monkeypatch, device):
                       W, T.float32, K)
     MM.clear_plans()
     assert not Q._INT4_PLANS
+
+
+@pytest.mark.skipif(not KERNELS, reason="launch plans exist for the Triton implementation (GPU or interpreter)")
+def test_int4_prefill_plans_stay_right(device):
+    """More rows than MAX_M: dequantize, then the planned linear inside; the outer call is recorded with both
+    launches (so it gets no plan of its own) and stays right call after call."""
+    from nbxtensor.ops import matmul as MM
+    from nbxtensor.quant import int4 as Q
+    MM.clear_plans()
+    G, N, K = 32, 7, 64
+    lin = _lin(N, K, G, False, T.float16, device)
+    W = dequantize_oracle(lin.qweight, lin.scales, lin.mins, G)
+    M = launch_config("int4_gemv", nbx.device(device), dtypes=(T.float32,), rows=N, group=G)["MAX_M"] + 2
+    for _ in range(3):
+        x64 = rng.standard_normal((M, K))
+        y = lin(nbx.tensor(x64, dtype=nbx.float32, device=device))
+        _check_linear(y.cpu().numpy(), int4_linear_oracle(x64, lin.qweight, lin.scales, lin.mins, None, G), x64, W,
+                      T.float32, K)
+    assert all(p is MM._NO_PLAN for p in Q._INT4_PLANS.values())
+    MM.clear_plans()

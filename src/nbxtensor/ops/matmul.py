@@ -532,16 +532,10 @@ def _launch(kernel, grid, args: tuple, meta: dict, *, ws: Tensor | None = None, 
     a plan is being made on this thread: ``ws`` is a per-call workspace among ``args``, ``locks`` a pair
     (counter buffer among ``args``, counters used) for split-K (a plan looks the buffer up per call: it is per
     stream)."""
-    rec = getattr(_TLS, "rec", None)
+    rec = _TLS.__dict__.get("rec")
     if rec is not None:
         rec.append((kernel, grid, args, meta, ws, locks))
     launch(kernel, grid, *args, **meta)
-
-
-def plans_enabled(device) -> bool:
-    """True when calls on ``device`` may use launch plans: a CUDA device, or the CPU under the interpreter tier,
-    with no config override in force."""
-    return (device.type == "cuda" or INTERPRET) and not _OVERRIDES
 
 
 def _tensor_sig(t):
@@ -578,6 +572,9 @@ class Plan:
         self.out_slot = out_slot
 
     def __call__(self, *tensors):
+        rec = _TLS.__dict__.get("rec")
+        if rec is not None:  # a plan run inside a call being recorded: that call launches more than once
+            rec.append(None)
         if self.out_slot is None:
             o = Tensor(self.backend.allocate(self.out_bytes, self.device), self.out_shape, self.out_stride, 0,
                        self.out_dtype)
@@ -598,7 +595,8 @@ def make_plan(records: list, tensors: tuple, out: Tensor, out_given: bool = Fals
     launch whose tensor arguments are all the caller's ``tensors``, the output ``out``, a workspace or the
     split-K counters (each at the address of the tensor it stands for). ``out_given``: the last of ``tensors`` is
     the caller's ``out=``, which the call must have returned."""
-    if len(records) != 1 or not isinstance(out, Tensor) or any(t is not None and t.numel() == 0 for t in tensors):
+    if len(records) != 1 or records[0] is None or not isinstance(out, Tensor) or \
+            any(t is not None and t.numel() == 0 for t in tensors):
         return None
     if out_given and tensors[-1] is not out:
         return None
@@ -636,11 +634,14 @@ def record_plan(cache: dict, key, run, tensors: tuple, out_given: bool = False):
     a marker that the signature has none). Returns ``run()``'s result. ``out_given``: the last of ``tensors`` is
     the caller's ``out=``; a call that changed its shape, strides or dtype (a resize) gets no plan."""
     sig = _tensor_sig(tensors[-1]) if out_given else None
+    outer = _TLS.__dict__.get("rec")  # a call recorded inside another's recording: both see its launches
     _TLS.rec = rec = []
     try:
         out = run()
     finally:
-        _TLS.rec = None
+        _TLS.rec = outer
+        if outer is not None:
+            outer.extend(rec)
     if len(cache) >= _PLAN_LIMIT:
         cache.clear()
     plan = None
