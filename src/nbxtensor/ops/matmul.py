@@ -464,8 +464,8 @@ def _launch_gemv(x: Tensor, w: Tensor, out: Tensor, c, r, alpha, beta, act, cfg:
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
     bm = 1 if M == 1 else max(16, cfg["BLOCK_M"])  # M = 1: the FMA path; else tl.dot with M padded to 16
     unroll = int(cfg.get("UNROLL", 1)) if M == 1 else 1
-    check(unroll >= 1 and unroll & (unroll - 1) == 0, lambda: f"gemv config: UNROLL must be a power of two, got {unroll}",
-          ValueError)
+    check(unroll >= 1 and unroll & (unroll - 1) == 0,
+          lambda: f"gemv config: UNROLL must be a power of two, got {unroll}", ValueError)
     n_tiles = _cdiv(N, bn)
     split, k_split = split_k(K, n_tiles, cfg, dev, step=bk * unroll, grain=bk)
     use_split = split > 1

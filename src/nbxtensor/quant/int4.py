@@ -390,7 +390,8 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
     r = residual if residual is not None else out
     _launch(_int4_gemv_kernel, (n_tiles * M, split),
             (x, qweight, scales, mins if mins is not None else scales, c, r, out, ws, locks, M, N, NG, M * N, g_split,
-             split, 0x3F800000, 0, x.stride(0), x.stride(1), qweight.stride(0), scales.stride(0), c.stride(-1), r.stride(0), r.stride(1), out.stride(0), out.stride(1)),
+             split, 0x3F800000, 0, x.stride(0), x.stride(1), qweight.stride(0), scales.stride(0), c.stride(-1),
+             r.stride(0), r.stride(1), out.stride(0), out.stride(1)),
             dict(G=G, BLOCK_N=bn, BLOCK_B=ngc * G // 2, HAS_MIN=mins is not None, HAS_C=bias is not None,
                  HAS_R=residual is not None, ACT=_ACT_CODE[activation],
                  ACC=tl.float64 if x.dtype is T.float64 else tl.float32, FAST_Q=fast_q,
