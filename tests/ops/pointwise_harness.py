@@ -296,3 +296,32 @@ def oracle_params(rec, args, params, prom):
     if prep is None:
         return {n: a[n] for n in sch.params}
     return prep(a, prom)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The fast bodies of 16-bit outputs (ops/activation.py, ops/elementwise.py): every finite value of the dtype
+# ---------------------------------------------------------------------------------------------------------
+def dense_values(dt) -> np.ndarray:
+    """Every finite value of a 16-bit dtype with magnitude below 1e30 (beyond, x * 6 in hardswish overflows float32
+    in every implementation), every 7th in the quick tier."""
+    v = np.arange(0, 65536, 7 if QUICK else 1, dtype=np.uint32).astype(np.uint16).view(dt.numpy)
+    f = v.astype(np.float32)
+    return v[np.isfinite(f) & (np.abs(f) < 1e30)]
+
+
+def check_fast_dense(rec, kw, dt, device) -> None:
+    """``rec`` on every finite value of ``dt`` (float16/bfloat16, so the fast body runs): within the tolerance of
+    the float64 oracle, at most one unit in the last place from the correctly rounded value, and equal to it for
+    all but 1 % of the inputs (those next to rounding ties)."""
+    x = dense_values(dt)
+    got = result_host(rec.extra["function"](nbx.from_numpy(x).to(device), **kw))
+    x64 = cast_array(x, dt, T.float64)
+    with np.errstate(all="ignore"):
+        e = np.asarray(rec.oracle(x64, **kw), np.float64)
+    ok = np.isfinite(e)  # (infinities and NaN: the special-value tests)
+    exp = cast_array(e[ok], T.float64, dt)
+    assert_close(got[ok], exp, dt, what=f"{rec.name} {kw} fast")
+    a, b = got[ok].view(np.uint16).astype(np.int64), exp.view(np.uint16).astype(np.int64)
+    ulps = np.where((a >> 15) == (b >> 15), np.abs(a - b), (a & 0x7FFF) + (b & 0x7FFF))  # across zero: via +-0
+    assert ulps.max() <= 1, (rec.name, kw, x[ok][ulps > 1][:5], got[ok][ulps > 1][:5], exp[ulps > 1][:5])
+    assert (ulps > 0).mean() < 0.01, (rec.name, kw, float((ulps > 0).mean()))

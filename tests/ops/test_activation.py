@@ -119,3 +119,25 @@ def test_activation_records_export():
               "hardswish", "hardtanh", "elu", "celu", "selu", "leaky_relu", "threshold", "glu", "softsign",
               "tanhshrink"):
         assert n in names and callable(getattr(F, n)), n
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The fast bodies of 16-bit outputs (ops/activation.py): every finite value of the dtype
+# ---------------------------------------------------------------------------------------------------------
+FAST_CASES = [("gelu", {}), ("gelu", {"approximate": "tanh"}), ("silu", {}), ("mish", {}), ("softplus", {}),
+              ("softplus", {"beta": 2.0, "threshold": 5.0}), ("logsigmoid", {}), ("elu", {}), ("elu", {"alpha": 0.5}),
+              ("selu", {}), ("celu", {"alpha": 2.0}), ("sigmoid", {}), ("hardswish", {}), ("hardsigmoid", {})]
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("case", FAST_CASES, ids=[f"{n}{'-' + '-'.join(map(str, k.values())) if k else ''}"
+                                                  for n, k in FAST_CASES])
+def test_fast_bodies_round_like_the_oracle(case, dt, device):
+    """16-bit outputs of the smooth activations come from the fast float32 bodies (exp2/reciprocal instructions,
+    no IEEE division): over every finite input of the dtype each result is within the tolerance of the float64
+    oracle, at most one unit in the last place from the correctly rounded value, and equal to it for all but a
+    few inputs next to rounding ties (on the GPU the approximations' own error adds a few more)."""
+    if device == "cpu" and not H.INTERPRET:
+        pytest.skip("the cpu device computes with NumPy; the bodies run under the interpreter or on a GPU")
+    name, kw = case
+    H.check_fast_dense(registry.get(name), kw, dt, device)

@@ -533,3 +533,18 @@ def test_generated_signatures():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nbx.add(nbx.ones(2), 1, out=nbx.empty(0))  # resizing an empty out= is silent
+
+
+# The fast bodies of 16-bit outputs (ops/elementwise.py): every finite input of the dtype
+FAST_UNARY = ["sinh", "atan", "asinh"]
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("name", FAST_UNARY)
+def test_fast_bodies_round_like_the_oracle(name, dt, device):
+    """float16/bfloat16 results of sinh, atan and asinh come from branch-free float32 bodies (polynomials, the
+    GPU's exp2/log2/reciprocal approximations): within the tolerance of the oracle, at most one unit in the last
+    place from the correctly rounded value and equal to it but next to rounding ties, over every finite input."""
+    if device == "cpu" and not H.INTERPRET:
+        pytest.skip("the cpu device computes with NumPy; the bodies run under the interpreter or on a GPU")
+    H.check_fast_dense(registry.get(name), {}, dt, device)

@@ -32,13 +32,13 @@ from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.promotion import get_default_dtype
-from ..runtime.triton_compat import jit, tl
+from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 from ..tensor.core import Tensor
 from . import triton_helpers as H
-from .pointwise import declare, launch_pointwise
+from .pointwise import _cvt, declare, launch_pointwise
 from .triton_helpers import libdevice
 
-__all__ = ["ALL", "STD", "FLOATS", "INTS", "FP8", "NO_FP8", "INT_LIKE"]
+__all__ = ["ALL", "STD", "FLOATS", "INTS", "FP8", "NO_FP8", "INT_LIKE", "nan_maximum", "nan_minimum"]
 
 # ---------------------------------------------------------------------------------------------------------
 # Dtype sets (PyTorch 2.13 CPU support, measured; complex dtypes have no kernels here)
@@ -63,6 +63,53 @@ def _is_float(prom) -> bool:
 
 def _np_zero_div_check(b) -> None:
     check(not np.any(np.asarray(b) == 0), "ZeroDivisionError")
+
+
+@jit
+def nan_maximum(a, b):
+    """``torch.maximum`` (NaN if either is NaN) as one hardware ``max.NaN`` (FMNMX.NAN on sm_80+; a compare and
+    select for float64; integers: the plain maximum). :func:`.triton_helpers.maximum` spends two NaN tests and
+    three selects per element, which made hardtanh/relu6/clamp ALU-bound on the H200 (~0.8x PyTorch). The two
+    differ only for a (+0, -0) pair, which gives +0 here in either order (IEEE 754-2019 ``maximum``; CUDA's
+    ``fmaxf``, which PyTorch's kernels call, leaves it unspecified)."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@jit
+def nan_minimum(a, b):
+    """``torch.minimum`` (NaN if either is NaN) as one hardware ``min.NaN``: see :func:`nan_maximum` ((+0, -0)
+    gives -0)."""
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+# Compiled kernels may use instructions the interpreter lacks: the GPU's exact conversions (pointwise._cvt) and the
+# inline PTX of the fast bodies below.
+_HW_CVT = tl.constexpr(not INTERPRET) if HAVE_TRITON else False
+
+
+@jit
+def _rcp_f(d):
+    """1 / d for float32 d in [1, 2**126] (or +inf), for the fast bodies of 16-bit outputs: rcp.approx.ftz.f32, one
+    MUFU.RCP, 1 ulp. Triton's ``1.0 / d`` is div.full.f32, which wraps the same instruction in range checks and
+    rescaling for divisors outside that interval (7 instructions); flushing subnormals cannot matter here."""
+    if _HW_CVT:
+        r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [d], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        r = 1.0 / d
+    return r
+
+
+@jit
+def _lg2_f(y):
+    """log2(y) for float32 y >= 1 (or +inf, NaN), for the fast bodies: lg2.approx.ftz.f32, one MUFU.LG2, absolute
+    error about 2**-22 (Triton's ``tl.log2`` is a 20-instruction polynomial)."""
+    if _HW_CVT:
+        r = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=r,r", [y], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        r = tl.log2(y)
+    return r
 
 
 # =========================================================================================================
@@ -228,6 +275,60 @@ def _sinh_b(x, p0, p1, p2):
     return libdevice.sinh(x)
 
 
+# Fast bodies for float16/bfloat16 results (pointwise.launch_pointwise's ``fast``; the accuracy argument is
+# ops/activation.py's "fast float32 pieces"): branch-free, relative error below 2**-20 (2**-17 where exp2's
+# argument is large), against libdevice's 50-75 SASS instructions per element with branches (asinh, atan, sinh
+# ran at ~0.6x PyTorch eager on the H200 in bfloat16 before the conversion fixes).
+@jit
+def _sinh_f(x, p0, p1, p2):
+    # |x| < 0.5: odd Taylor polynomial to x**9 (truncation ~2e-11 relative); beyond: t - 1/(4t), t = e^|x| / 2
+    # (no overflow before sinh itself overflows, at |x| = 89.4)
+    a = tl.abs(x)
+    w = x * x
+    p = w * (1.0 / 362880.0) + 1.0 / 5040.0
+    p = p * w + 1.0 / 120.0
+    p = p * w + 1.0 / 6.0
+    t = tl.exp2(a * 1.4426950408889634 - 1.0)
+    big = libdevice.copysign(t - 0.25 * _rcp_f(t), x)
+    return tl.where(a < 0.5, x + (x * w) * p, big)
+
+
+@jit
+def _atan_f(x, p0, p1, p2):
+    # atan(z), z = min(|x|, 1 / |x|) in [0, 1], as z P(z**2) with P of degree 7 fitted for relative error (1e-7);
+    # pi/2 - atan(1 / |x|) above 1; the sign of x (atan(-0) = -0)
+    a = tl.abs(x)
+    inv = a > 1.0
+    z = tl.where(inv, _rcp_f(a), a)
+    w = z * z
+    p = w * -0.004693898856552206 + 0.024254437387726202
+    p = p * w - 0.05948898694470445
+    p = p * w + 0.09914455573812883
+    p = p * w - 0.14019532834743254
+    p = p * w + 0.19969731692534737
+    p = p * w - 0.33331991178212705
+    p = p * w + 0.9999999010285172
+    r = z * p
+    return libdevice.copysign(tl.where(inv, 1.5707963267948966 - r, r), x)
+
+
+@jit
+def _asinh_f(x, p0, p1, p2):
+    # |x| < 0.5: |x| P(x**2), P of degree 4 fitted for relative error (2.6e-8); beyond: ln(|x| + sqrt(x**2 + 1))
+    # through log2 (argument >= 1.6, so the result >= 0.48 keeps the log's absolute error relative), and
+    # ln(2|x|) = ln 2 + ln|x| past 2**62, where x**2 would overflow
+    a = tl.abs(x)
+    w = a * a
+    p = w * 0.019909801497763637 - 0.04258130801927272
+    p = p * w + 0.07482584332796222
+    p = p * w - 0.1666614185210067
+    p = p * w + 0.9999999745133912
+    huge = a > 4.611686018427388e18
+    y = tl.where(huge, a, a + tl.sqrt(w + 1.0))
+    big = (_lg2_f(y) + tl.where(huge, 1.0, 0.0)) * 0.6931471805599453
+    return libdevice.copysign(tl.where(a < 0.5, a * p, big), x)
+
+
 @jit
 def _cosh_b(x, p0, p1, p2):
     return libdevice.cosh(x)
@@ -359,12 +460,17 @@ _float_unary("asin", _asin_b, np.arcsin, _or_f(lambda x: np.arctan2(x, np.sqrt(1
              aliases=("arcsin",))
 _float_unary("acos", _acos_b, np.arccos, _or_f(lambda x: np.arctan2(np.sqrt(1 - x * x), x)), domain="unit",
              aliases=("arccos",))
-_float_unary("atan", _atan_b, np.arctan, _or_f(lambda x: np.arctan2(x, 1.0)), aliases=("arctan",))
-_float_unary("sinh", _sinh_b, np.sinh, _or_f(lambda x: (np.exp(x) - np.exp(-x)) / 2), domain="small")
+_float_unary("atan", _atan_b, np.arctan, _or_f(lambda x: np.arctan2(x, 1.0)), aliases=("arctan",), fast=_atan_f)
+# (the oracles of sinh and asinh avoid the cancellation of e^x - e^-x and of log(1 + tiny) near 0)
+_float_unary("sinh", _sinh_b, np.sinh, _or_f(lambda x: np.where(np.abs(x) < 1e-3, x + x ** 3 / 6 + x ** 5 / 120,
+                                                                 (np.exp(x) - np.exp(-x)) / 2)), domain="small",
+             fast=_sinh_f)
 _float_unary("cosh", _cosh_b, np.cosh, _or_f(lambda x: (np.exp(x) + np.exp(-x)) / 2), domain="small")
 _float_unary("tanh", _tanh_b, np.tanh, _or_f(np.tanh), namespaces=("torch", "functional"))
-_float_unary("asinh", _asinh_b, np.arcsinh, _or_f(lambda x: np.sign(x) * np.log(np.abs(x) + np.sqrt(x * x + 1))),
-             aliases=("arcsinh",))
+_float_unary("asinh", _asinh_b, np.arcsinh,
+             _or_f(lambda x: np.where(np.isinf(x), x,
+                                      np.sign(x) * np.log1p(np.abs(x) + x * x / (1 + np.sqrt(x * x + 1))))),
+             aliases=("arcsinh",), fast=_asinh_f)
 _float_unary("acosh", _acosh_b, np.arccosh, _or_f(lambda x: np.where(x < 1, np.nan, np.log(x + np.sqrt(x * x - 1)))),
              domain="ge1",
              aliases=("arccosh",))
@@ -1037,7 +1143,7 @@ def _maximum_b(x, y, p0, p1, p2):
     if x.dtype == tl.int1:
         r = x | y
     else:
-        r = H.maximum(x, y)
+        r = nan_maximum(x, y)
     return r
 
 
@@ -1046,7 +1152,7 @@ def _minimum_b(x, y, p0, p1, p2):
     if x.dtype == tl.int1:
         r = x & y
     else:
-        r = H.minimum(x, y)
+        r = nan_minimum(x, y)
     return r
 
 
@@ -1130,7 +1236,7 @@ def _copysign_b(x, y, p0, p1, p2):
 @jit
 def _logaddexp_b(x, y, p0, p1, p2):
     # ATen: m = max(a, b); a == b == +-inf gives a; else m + log1p(exp(-|a - b|))
-    m = H.maximum(x, y)
+    m = nan_maximum(x, y)
     d = tl.abs(x - y)
     r = m + libdevice.log1p(libdevice.exp(-d))
     return tl.where((x == y) & ((x == float("inf")) | (x == float("-inf"))), x, r)
@@ -1335,7 +1441,7 @@ for _n, _b, _f, _d, _al, _dt in (
 def _rnd(v, DT: tl.constexpr):
     # round an intermediate to the inputs' dtype: ATen's isclose is a composite of tensor ops in that dtype
     if DT == tl.float16 or DT == tl.bfloat16:
-        r = H.convert(H.convert(v, DT), tl.float32)
+        r = _cvt(_cvt(v, DT, _HW_CVT), tl.float32, _HW_CVT)
     else:
         r = v
     return r
@@ -1552,7 +1658,7 @@ def _clamp_b(x, lo, hi, p0, p1, p2):
     if x.dtype == tl.int1:
         r = (x | lo) & hi
     else:
-        r = H.minimum(H.maximum(x, lo), hi)
+        r = nan_minimum(nan_maximum(x, lo), hi)
     return r
 
 
@@ -1561,7 +1667,7 @@ def _clamp_min_b(x, lo, p0, p1, p2):
     if x.dtype == tl.int1:
         r = x | lo
     else:
-        r = H.maximum(x, lo)
+        r = nan_maximum(x, lo)
     return r
 
 
@@ -1570,7 +1676,7 @@ def _clamp_max_b(x, hi, p0, p1, p2):
     if x.dtype == tl.int1:
         r = x & hi
     else:
-        r = H.minimum(x, hi)
+        r = nan_minimum(x, hi)
     return r
 
 

@@ -19,10 +19,17 @@ What the generated launch does:
   int32 index arithmetic otherwise (cheaper divisions in the strided path).
 - **Conversions**: loads go through :func:`~.triton_helpers.convert` to the compute dtype (float32 for
   float16, bfloat16 and float8: computed in float32, rounded once on store); the store converts to the output
-  dtype by the casting rules.
+  dtype by the casting rules. Compiled kernels use the GPU's conversion instructions where they implement those
+  rules exactly (:func:`_cvt`: one ``cvt.rn.bf16x2.f32`` per two bfloat16 results instead of ~8 integer
+  instructions each, which made relu and friends ALU-bound on the H200); the interpreter tier keeps the bit
+  formulas, and the GPU tier's cast tests check both against the rules bit for bit.
 - **IEEE float32** as PyTorch's CUDA kernels: compiled with :data:`~.triton_helpers.IEEE_OPTIONS` (libdevice
-  without flush-to-zero); bodies divide with :func:`~.triton_helpers.div_rn` and clamp with the
-  NaN-propagating helpers.
+  without flush-to-zero); bodies divide with :func:`~.triton_helpers.div_rn` and clamp with NaN-propagating
+  maxima and minima. Outputs of 16-bit floats may take a ``fast`` body instead (:func:`launch_pointwise`;
+  ops/activation.py): float32 within a few ulp, which rounds to the same float16/bfloat16 values except next
+  to rounding ties.
+- **Schedule** from the config table (``BLOCK``, ``num_warps``, ``EVICT``, ``programs_per_sm``: see
+  :func:`launch_pointwise`; benchmarks/sweep_pointwise.py times candidates on the GPU).
 - Zero-size outputs launch nothing (the dispatcher returns before calling the implementation).
 
 Scalar parameters travel as float64 (``P*``) and int64 (``Q*``) kernel arguments so that a float64 op sees
@@ -33,6 +40,7 @@ interpreter tensors (:func:`_scalar_args`).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
@@ -40,16 +48,19 @@ import numpy as np
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.table import DType
+from ..runtime import configs as _cfg
 from ..runtime.configs import launch_config
-from ..runtime.launcher import launch
+from ..runtime.launcher import Tail, launch, launch_tail
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..tensor.core import Tensor, host_view
 from .triton_helpers import TL_DTYPES, convert, ieee_options
 
-__all__ = ["MAX_RANK", "collapse", "make", "numpy_impl", "tl_dtype", "compute_tl", "launch_pointwise"]
+__all__ = ["MAX_RANK", "NARROW", "collapse", "make", "numpy_impl", "tl_dtype", "compute_tl", "launch_pointwise"]
 
 MAX_RANK = 5
 _I32_LIMIT = 2 ** 31
+# Outputs whose rounding (8 or 11 significant bits) hides a few ulp of float32 error: the ``fast`` bodies serve them.
+NARROW = (T.bfloat16, T.float16)
 
 
 def tl_dtype(d: DType):
@@ -116,8 +127,7 @@ def _max_offset(shape, stride) -> int:
 # Device side
 # ---------------------------------------------------------------------------------------------------------
 @jit
-def _index(BLOCK: tl.constexpr, I64: tl.constexpr):
-    pid = tl.program_id(0)
+def _index(pid, BLOCK: tl.constexpr, I64: tl.constexpr):
     if I64:
         idx = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     else:
@@ -170,10 +180,54 @@ def _offset(c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, RANK: tl.constexpr):
 
 
 @jit
+def _cvt(x, DT: tl.constexpr, HW: tl.constexpr):
+    """:func:`~.triton_helpers.convert` (the casting rules, bit-exact on both tiers), except that with ``HW`` (the
+    compiled tier) the conversions the GPU implements exactly by those rules use its instructions:
+
+    - float32 -> bfloat16: ``cvt.rn.bf16x2.f32`` (one F2FP per two elements; round to nearest even, subnormals
+      kept, overflow to inf; a NaN becomes the canonical NaN, as PyTorch's CUDA ``__float2bfloat16``) instead
+      of the 8 integer instructions per element of the bit formula;
+    - float32 -> float8_e4m3fn: ``cvt.rn.satfinite.e4m3x2.f32`` (nearest even; beyond +-448 and +-inf saturate
+      to +-448; NaN stays NaN: the casting rule);
+    - float32 -> float8_e5m2: ``cvt.rn.satfinite.e5m2x2.f32`` with its saturation undone: magnitudes from
+      61440 (the tie above 57344, which rounds to even, i.e. up) and inf become inf, as the casting rule says;
+    - float8_e4m3fn -> float32: ``cvt.rn.f16x2.e4m3x2`` then an exact widening.
+
+    Other sources reach these targets through :func:`convert` to float32 first (exactly as ``convert`` does:
+    float64 and integers round twice, as PyTorch). Triton's interpreter rounds these conversions differently,
+    so the interpreter tier always takes the bit formulas (``HW`` false).
+    """
+    ST: tl.constexpr = x.dtype
+    if HW and ST != DT and (DT == tl.bfloat16 or DT == tl.float8e4nv or DT == tl.float8e5):
+        if ST == tl.float32:
+            f = x
+        elif ST == tl.float8e4nv:
+            f = x.to(tl.float32)
+        else:
+            f = convert(x, tl.float32)
+        if DT == tl.bfloat16:
+            r = f.to(tl.bfloat16)
+        elif DT == tl.float8e4nv:
+            r = f.to(tl.float8e4nv)
+        else:
+            v = f.to(tl.float8e5).to(tl.uint8, bitcast=True)
+            inf = tl.where(f < 0, 0xFC, 0x7C).to(tl.uint8)
+            r = tl.where(tl.abs(f) >= 61440.0, inf, v).to(tl.float8e5, bitcast=True)
+    elif HW and ST == tl.float8e4nv and DT == tl.float32:
+        r = x.to(tl.float32)
+    else:
+        r = convert(x, DT)
+    return r
+
+
+@jit
 def _load(ptr, idx, mask, c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, F, I, MODE: tl.constexpr, RANK: tl.constexpr,
-          CT: tl.constexpr, RAW: tl.constexpr, BLOCK: tl.constexpr):
+          CT: tl.constexpr, RAW: tl.constexpr, BLOCK: tl.constexpr, HW: tl.constexpr, EVICT: tl.constexpr):
     if MODE == 0:
-        x = tl.load(ptr + idx, mask=mask)
+        if EVICT >= 1:
+            x = tl.load(ptr + idx, mask=mask, eviction_policy="evict_first")
+        else:
+            x = tl.load(ptr + idx, mask=mask)
     elif MODE == 1:
         x = tl.load(ptr + _offset(c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, RANK), mask=mask)
     else:
@@ -184,7 +238,7 @@ def _load(ptr, idx, mask, c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, F, I, MODE: tl
         else:
             x = tl.full([BLOCK], 0, CT) + I.to(CT)
     if not RAW:
-        x = convert(x, CT)
+        x = _cvt(x, CT, HW)
     return x
 
 
@@ -202,25 +256,57 @@ def _param(P, Q, CT: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @jit
-def _store(ptr, r, idx, mask, c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, MODE: tl.constexpr, RANK: tl.constexpr):
-    v = convert(r, ptr.dtype.element_ty)
+def _store(ptr, r, idx, mask, c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, MODE: tl.constexpr, RANK: tl.constexpr,
+           HW: tl.constexpr, EVICT: tl.constexpr):
+    v = _cvt(r, ptr.dtype.element_ty, HW)
     if MODE == 0:
-        tl.store(ptr + idx, v, mask=mask)
+        if EVICT >= 2:
+            tl.store(ptr + idx, v, mask=mask, cache_modifier=".cs")
+        else:
+            tl.store(ptr + idx, v, mask=mask)
     else:
         tl.store(ptr + _offset(c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, RANK), v, mask=mask)
+
+
+@jit
+def _tile1(pid, OUT, X0, F0, I0, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3, a4,
+           BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
+           RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr, HW: tl.constexpr, EVICT: tl.constexpr):
+    idx = _index(pid, BLOCK, I64)
+    mask = idx < N
+    c0, c1, c2, c3, c4 = _coords(idx, S1, S2, S3, S4, RANK)
+    x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, RAW & 1, BLOCK, HW, EVICT)
+    r = BODY(x0, _param(P0, Q0, CT, BLOCK), _param(P1, Q1, CT, BLOCK), _param(P2, Q2, CT, BLOCK))
+    _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK, HW, EVICT)
 
 
 @jit
 def _pw1(OUT, X0, F0: tl.float64, I0: tl.int64, P0: tl.float64, P1: tl.float64, P2: tl.float64,
          Q0: tl.int64, Q1: tl.int64, Q2: tl.int64, N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3, a4,
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
-         RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
-    idx = _index(BLOCK, I64)
+         RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr,
+         HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr):
+    if PERSIST:  # a grid of programs_per_sm x SMs programs, each looping over tiles pid, pid + grid, ...
+        for t in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
+            _tile1(t, OUT, X0, F0, I0, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3,
+                   a4, BODY, CT, RANK, OM, M0, RAW, I64, BLOCK, HW, EVICT)
+    else:
+        _tile1(tl.program_id(0), OUT, X0, F0, I0, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0,
+               a1, a2, a3, a4, BODY, CT, RANK, OM, M0, RAW, I64, BLOCK, HW, EVICT)
+
+
+@jit
+def _tile2(pid, OUT, X0, X1, F0, I0, F1, I1, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4,
+           a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr,
+           OM: tl.constexpr, M0: tl.constexpr, M1: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr,
+           BLOCK: tl.constexpr, HW: tl.constexpr, EVICT: tl.constexpr):
+    idx = _index(pid, BLOCK, I64)
     mask = idx < N
     c0, c1, c2, c3, c4 = _coords(idx, S1, S2, S3, S4, RANK)
-    x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, RAW & 1, BLOCK)
-    r = BODY(x0, _param(P0, Q0, CT, BLOCK), _param(P1, Q1, CT, BLOCK), _param(P2, Q2, CT, BLOCK))
-    _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK)
+    x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, RAW & 1, BLOCK, HW, EVICT)
+    x1 = _load(X1, idx, mask, c0, c1, c2, c3, c4, b0, b1, b2, b3, b4, F1, I1, M1, RANK, CT, RAW & 2, BLOCK, HW, EVICT)
+    r = BODY(x0, x1, _param(P0, Q0, CT, BLOCK), _param(P1, Q1, CT, BLOCK), _param(P2, Q2, CT, BLOCK))
+    _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK, HW, EVICT)
 
 
 @jit
@@ -228,14 +314,31 @@ def _pw2(OUT, X0, X1, F0: tl.float64, I0: tl.int64, F1: tl.float64, I1: tl.int64
          P1: tl.float64, P2: tl.float64, Q0: tl.int64, Q1: tl.int64, Q2: tl.int64, N, S1, S2, S3, S4,
          o0, o1, o2, o3, o4, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4,
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
-         M1: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
-    idx = _index(BLOCK, I64)
+         M1: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr,
+         HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr):
+    if PERSIST:
+        for t in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
+            _tile2(t, OUT, X0, X1, F0, I0, F1, I1, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4,
+                   a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, BODY, CT, RANK, OM, M0, M1, RAW, I64, BLOCK, HW, EVICT)
+    else:
+        _tile2(tl.program_id(0), OUT, X0, X1, F0, I0, F1, I1, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2,
+               o3, o4, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, BODY, CT, RANK, OM, M0, M1, RAW, I64, BLOCK, HW, EVICT)
+
+
+@jit
+def _tile3(pid, OUT, X0, X1, X2, F0, I0, F1, I1, F2, I2, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4,
+           o0, o1, o2, o3, o4, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, d0, d1, d2, d3, d4, BODY: tl.constexpr,
+           CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr, M1: tl.constexpr,
+           M2: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr, HW: tl.constexpr,
+           EVICT: tl.constexpr):
+    idx = _index(pid, BLOCK, I64)
     mask = idx < N
     c0, c1, c2, c3, c4 = _coords(idx, S1, S2, S3, S4, RANK)
-    x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, RAW & 1, BLOCK)
-    x1 = _load(X1, idx, mask, c0, c1, c2, c3, c4, b0, b1, b2, b3, b4, F1, I1, M1, RANK, CT, RAW & 2, BLOCK)
-    r = BODY(x0, x1, _param(P0, Q0, CT, BLOCK), _param(P1, Q1, CT, BLOCK), _param(P2, Q2, CT, BLOCK))
-    _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK)
+    x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, RAW & 1, BLOCK, HW, EVICT)
+    x1 = _load(X1, idx, mask, c0, c1, c2, c3, c4, b0, b1, b2, b3, b4, F1, I1, M1, RANK, CT, RAW & 2, BLOCK, HW, EVICT)
+    x2 = _load(X2, idx, mask, c0, c1, c2, c3, c4, d0, d1, d2, d3, d4, F2, I2, M2, RANK, CT, RAW & 4, BLOCK, HW, EVICT)
+    r = BODY(x0, x1, x2, _param(P0, Q0, CT, BLOCK), _param(P1, Q1, CT, BLOCK), _param(P2, Q2, CT, BLOCK))
+    _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK, HW, EVICT)
 
 
 @jit
@@ -243,22 +346,35 @@ def _pw3(OUT, X0, X1, X2, F0: tl.float64, I0: tl.int64, F1: tl.float64, I1: tl.i
          I2: tl.int64, P0: tl.float64, P1: tl.float64, P2: tl.float64, Q0: tl.int64, Q1: tl.int64, Q2: tl.int64,
          N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, d0, d1, d2, d3, d4,
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
-         M1: tl.constexpr, M2: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
-    idx = _index(BLOCK, I64)
-    mask = idx < N
-    c0, c1, c2, c3, c4 = _coords(idx, S1, S2, S3, S4, RANK)
-    x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, RAW & 1, BLOCK)
-    x1 = _load(X1, idx, mask, c0, c1, c2, c3, c4, b0, b1, b2, b3, b4, F1, I1, M1, RANK, CT, RAW & 2, BLOCK)
-    x2 = _load(X2, idx, mask, c0, c1, c2, c3, c4, d0, d1, d2, d3, d4, F2, I2, M2, RANK, CT, RAW & 4, BLOCK)
-    r = BODY(x0, x1, x2, _param(P0, Q0, CT, BLOCK), _param(P1, Q1, CT, BLOCK), _param(P2, Q2, CT, BLOCK))
-    _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK)
+         M1: tl.constexpr, M2: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr,
+         HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr):
+    if PERSIST:
+        for t in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
+            _tile3(t, OUT, X0, X1, X2, F0, I0, F1, I1, F2, I2, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2,
+                   o3, o4, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, d0, d1, d2, d3, d4, BODY, CT, RANK, OM, M0, M1, M2,
+                   RAW, I64, BLOCK, HW, EVICT)
+    else:
+        _tile3(tl.program_id(0), OUT, X0, X1, X2, F0, I0, F1, I1, F2, I2, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4,
+               o0, o1, o2, o3, o4, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, d0, d1, d2, d3, d4, BODY, CT, RANK, OM, M0,
+               M1, M2, RAW, I64, BLOCK, HW, EVICT)
 
 
 _KERNELS = {1: _pw1, 2: _pw2, 3: _pw3}
 
 
+@lru_cache(maxsize=None)
+def _sm_count_of(index: int) -> int:
+    from .. import cuda
+    return int(cuda.get_device_properties(index).multi_processor_count)
+
+
+def _sm_count(device) -> int:
+    """Streaming multiprocessors of ``device`` (4 under the interpreter, so that a persistent grid still loops)."""
+    return 4 if device.type == "cpu" else _sm_count_of(device.index or 0)
+
+
 def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals: Sequence = (), *,
-                     raw: int = 0, op: str = "pointwise") -> None:
+                     raw: int = 0, op: str = "pointwise", fast=None) -> None:
     """Launch ``body`` over ``out`` (any strides) and ``inputs`` (tensors of ``out.shape``, any strides, or
     scalars), computing in ``compute`` (opmath applied here) with up to three scalar parameters ``pvals``.
 
@@ -266,7 +382,38 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         raw: bit ``i`` set keeps operand ``i`` in its loaded dtype (bool masks of ``where``) instead of
             converting it to the compute dtype.
         op: the launch-config table entry (``runtime/configs/*.json``).
+        fast: a second body for outputs of 16-bit floats (see :data:`NARROW`), computed in float32 with a few
+            ulp of float32 error instead of nvcc's correctly rounded division and libdevice's full-range
+            functions; the launch config's ``FAST`` (default 1) turns it off for sweeps.
+
+    Launch settings read from the config table besides ``BLOCK`` and the compile options: ``HW_CVT``
+    (default on for compiled kernels: the GPU's conversion instructions where they are exact, see
+    :func:`_cvt`), ``EVICT`` (0 none; 1 ``evict_first`` on the contiguous loads; 2 also streaming ``.cs``
+    stores), ``FAST`` and ``programs_per_sm`` (0: one program per tile; k: a persistent grid of k programs per
+    SM looping over the tiles, where that is fewer programs than tiles).
+
+    Everything but the operands' addresses and scalar values is a function of the layouts, dtypes and config
+    state, so it is planned once per key (:func:`_plan_key`) and a repeated call only assembles its arguments.
     """
+    key = _plan_key(body, out, inputs, compute, pvals, raw, op, fast)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        kernel, grid, tail, is_float, folded = plan
+        if folded is not None and out._storage.device.type == "cuda":
+            # no scalar operands: with the parameter values keyed too, every argument after the pointers is a
+            # constant of the plan, so the launcher keys the whole tail by identity (3 pointers left per call)
+            ck = _const_key(pvals)
+            if ck is not None:
+                t = folded.get(ck)
+                if t is None:
+                    if len(folded) >= 16:
+                        folded.clear()
+                    t = folded[ck] = Tail((*_operand_args(inputs, pvals, is_float)[len(inputs):], *tail.args),
+                                          tail.meta)
+                launch_tail(kernel, grid, (out, *inputs), t)
+                return
+        _launch_planned(kernel, grid, (out, *_operand_args(inputs, pvals, is_float)), tail)
+        return
     n = len(inputs)
     kernel = _KERNELS[n]
     shape = tuple(out.shape)
@@ -277,7 +424,7 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         # Split over the outermost dim and recurse (layouts deeper than MAX_RANK after collapsing are rare).
         for i in range(shape[0]):
             launch_pointwise(body, out.select(0, i), [x.select(0, i) if isinstance(x, Tensor) else x for x in inputs],
-                             compute, pvals, raw=raw, op=op)
+                             compute, pvals, raw=raw, op=op, fast=fast)
         return
     rank = len(cshape)
     numel = out.numel()
@@ -297,32 +444,103 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
     padded = [(0,) * pad + s for s in cstrides]
     ct = compute_tl(compute)
     is_float = compute.kind == T.KIND_FLOAT
-    pv = list(pvals) + [0] * (3 - len(pvals))
-    pf, pq = _scalar_args([float(v) if is_float else 0.0 for v in pv],
-                          [0 if is_float else int(v) for v in pv])
-    ptrs, scal, strd = [], [], []
+    strd = []
     it = iter(padded[1:])
     for x in inputs:
-        if isinstance(x, Tensor):
+        strd.extend(next(it) if isinstance(x, Tensor) else (0,) * MAX_RANK)
+    cfg = launch_config(op, out.device, dtypes=(out.dtype,), numel=numel)
+    block = cfg.pop("BLOCK")
+    if cfg.pop("FAST", 1) and fast is not None and out.dtype in NARROW and compute_tl(compute) == tl.float32:
+        body = fast
+    hw = bool(cfg.pop("HW_CVT", not INTERPRET)) and not INTERPRET
+    evict = int(cfg.pop("EVICT", 0))
+    tiles = (numel + block - 1) // block
+    pps = int(cfg.pop("programs_per_sm", 0) or 0)
+    persist = 0 < pps and pps * _sm_count(out.device) < tiles
+    grid = (pps * _sm_count(out.device) if persist else tiles,)
+    tail = Tail((numel, *sizes[1:], *padded[0], *strd),
+                dict(BODY=body, CT=ct, RANK=rank if strided else 0, OM=om, **{f"M{k}": m for k, m in enumerate(modes)},
+                     RAW=raw, I64=i64, BLOCK=block, HW=hw, EVICT=evict, PERSIST=persist, **cfg, **ieee_options()))
+    if len(_PLANS) >= _MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[key] = (kernel, grid, tail, is_float, {} if all(x.__class__ is Tensor for x in inputs) else None)
+    _launch_planned(kernel, grid, (out, *_operand_args(inputs, pvals, is_float)), tail)
+
+
+def _const_key(pvals: Sequence):
+    """``pvals`` as a key of folded tails, or None where equal keys could mean different kernel arguments (a
+    signed zero, a NaN) or a value is not a Python number."""
+    for v in pvals:
+        t = v.__class__
+        if not (t is int or t is bool or (t is float and v == v and v != 0.0)):
+            return None
+    return tuple(pvals)
+
+
+def _launch_planned(kernel, grid, args: tuple, tail: Tail) -> None:
+    # CUDA: the launcher's planned-tail path; elsewhere (the interpreter tier, tests that capture launches) this
+    # module's ``launch``.
+    if args[0]._storage.device.type == "cuda":
+        launch_tail(kernel, grid, args, tail)
+    else:
+        launch(kernel, grid, *args, *tail.args, **tail.meta)
+
+
+_PLANS: dict = {}
+_MAX_PLANS = 4096
+
+
+def _plan_key(body, out: Tensor, inputs: Sequence, compute: DType, pvals: Sequence, raw: int, op: str, fast) -> tuple:
+    """What a launch's plan depends on: the bodies (by identity: the plan holds them, so an id is never reused
+    while its plan lives), op, raw bits, compute dtype, parameter count, the output's and each tensor operand's
+    dtype, shape and strides (2 marks a scalar operand), the device, and the launch-config state (architecture
+    lookup, overrides, and the ``launch_config`` this module calls: tests replace it). Addresses (storage offsets
+    included) and scalar values are per-call arguments."""
+    dev = out._storage.device
+    key = (id(body), id(fast), op, raw, compute, len(pvals), out._dtype, out._shape, out._stride, dev.type,
+           dev.index, _cfg.arch_of, _cfg._GEN, launch_config)
+    for x in inputs:
+        key += (x._dtype, x._shape, x._stride) if x.__class__ is Tensor else (2,)
+    return key
+
+
+def _operand_args(inputs: Sequence, pvals: Sequence, is_float: bool) -> list:
+    """The per-call kernel arguments after ``OUT``: operand pointers (``None`` for a scalar operand), each
+    operand's ``(F, I)`` scalar pair, then ``P0..P2`` and ``Q0..Q2`` (float64 / int64 kernel arguments)."""
+    ptrs, f, i = [], [], []
+    for x in inputs:
+        if x.__class__ is Tensor:
             ptrs.append(x)
-            f, i = _scalar_args([0.0], [0])
-            strd.extend(next(it))
+            f.append(0.0)
+            i.append(0)
         else:
             ptrs.append(None)
             v = x.item() if isinstance(x, np.generic) else x
-            f, i = _scalar_args([float(v) if is_float else 0.0], [0 if is_float else int(v)])
-            strd.extend((0,) * MAX_RANK)
-        scal.extend([f[0], i[0]])
-    cfg = launch_config(op, out.device, dtypes=(out.dtype,), numel=numel)
-    block = cfg.pop("BLOCK")
-    grid = ((numel + block - 1) // block,)
-    launch(kernel, grid, out, *ptrs, *scal, *pf, *pq, numel, *sizes[1:], *padded[0], *strd,
-           BODY=body, CT=ct, RANK=rank if strided else 0, OM=om, **{f"M{k}": m for k, m in enumerate(modes)},
-           RAW=raw, I64=i64, BLOCK=block, **cfg, **ieee_options())
+            f.append(float(v) if is_float else 0.0)
+            i.append(0 if is_float else int(v))
+    if is_float:
+        f += [float(v) for v in pvals]
+        f += _PAD_F[len(pvals)]
+        i += _PAD_I[0]
+    else:
+        f += _PAD_F[0]
+        i += [int(v) for v in pvals]
+        i += _PAD_I[len(pvals)]
+    if INTERPRET:
+        f, i = _scalar_args(f, i)
+    n = len(inputs)
+    scal = [None] * (2 * n)
+    scal[::2] = f[:n]
+    scal[1::2] = i[:n]
+    return ptrs + scal + f[n:] + i[n:]
+
+
+_PAD_F = ((0.0, 0.0, 0.0), (0.0, 0.0), (0.0,), ())   # zero parameters after the given ones
+_PAD_I = ((0, 0, 0), (0, 0), (0,), ())
 
 
 def make(body, *, params: Sequence[str] = (), raw: int = 0, op: str = "pointwise",
-         compute: Callable | None = None) -> Callable:
+         compute: Callable | None = None, fast=None) -> Callable:
     """The ``triton`` implementation of a pointwise op from its scalar ``body``.
 
     Args:
@@ -332,6 +550,7 @@ def make(body, *, params: Sequence[str] = (), raw: int = 0, op: str = "pointwise
         raw: see :func:`launch_pointwise`.
         compute: ``compute(prom) -> DType`` overriding ``prom.compute`` (``isclose`` compares integers in the
             default float dtype).
+        fast: the body for 16-bit float outputs (see :func:`launch_pointwise`).
 
     Returns:
         ``impl(out, inputs, prom, params)`` for :func:`nbxtensor.ops.dispatch.pointwise`.
@@ -340,9 +559,10 @@ def make(body, *, params: Sequence[str] = (), raw: int = 0, op: str = "pointwise
 
     def impl(out, inputs, prom, prm):
         ct = compute(prom) if compute is not None else prom.compute
-        launch_pointwise(body, out, inputs, ct, [prm[k] for k in names], raw=raw, op=op)
+        launch_pointwise(body, out, inputs, ct, [prm[k] for k in names], raw=raw, op=op, fast=fast)
 
     impl.body = body
+    impl.fast = fast
     return impl
 
 
@@ -407,7 +627,7 @@ def cost(flops_per_element: int = 1) -> Callable:
 
 def declare(name: str, schema: str, *, family: str, cpu: Callable, oracle: Callable | None, body=None,
             triton: Callable | None = None, params: Sequence[str] = (), raw: int = 0, flops: int = 1,
-            oracle_note: str = "", compute: Callable | None = None, **extra):
+            oracle_note: str = "", compute: Callable | None = None, fast=None, **extra):
     """Register a pointwise op: one record holding the schema, the NumPy and Triton implementations made from
     ``cpu`` (a NumPy function) and ``body`` (a ``@jit`` scalar body), the oracle, the cost and ``extra``
     fields. Dispatch reads ``schema``, ``promotion``, ``promote``, ``dtypes``, ``prepare``, ``driver``,
@@ -429,7 +649,8 @@ def declare(name: str, schema: str, *, family: str, cpu: Callable, oracle: Calla
     """
     from .registry import OpRecord, register
     rec = OpRecord(name=name, family=family, cpu=numpy_impl(cpu, raw=raw, compute=compute),
-                   triton=triton if triton is not None else (make(body, params=params, raw=raw, compute=compute)
+                   triton=triton if triton is not None else (make(body, params=params, raw=raw, compute=compute,
+                                                                  fast=fast)
                                                              if body is not None else None),
                    cost=cost(flops), oracle=oracle, oracle_note=oracle_note,
                    extra=dict(schema=schema, kind="pointwise", raw=raw, **extra))

@@ -1,0 +1,522 @@
+"""Sweep of the launch settings of the pointwise kernels on the GPU (issue 4's elementwise, activation and cast rows).
+
+Cases (bfloat16 32768x8192, the issue's >= 256 MiB tensors): ``relu``, ``copy_`` (bf16 -> bf16), ``add``, ``mul``,
+``gelu`` (erf), ``gelu`` (tanh), ``silu``, ``mish``, ``hardtanh``, ``logsigmoid``, ``exp``, the cast
+bf16 -> float8_e4m3fn (``copy_``), and ``asinh``, ``atan``, ``sinh`` (~0.6x PyTorch in an earlier run). The ops
+run through their public functions; every kernel is the pointwise generator's (ops/pointwise.py), which reads its
+settings from the ``pointwise`` rule of runtime/configs/sm90.json (the ``copy`` rule for ``copy_``). Each
+candidate setting is laid over that rule with :func:`nbxtensor.runtime.configs.override` and timed with CUDA events
+and an L2 flush before every run (benchmarks/harness.py ``run_benchmark``/``percentiles``; bench_ops.py's clock).
+Bytes moved: inputs read once and the output written once (the ops' cost declarations), so GB/s and % of 4800 GB/s
+(H200 HBM3e) are comparable with bench_ops.py.
+
+Settings (keys of the rules; absent = the kernels' defaults):
+
+- ``BLOCK``/``num_warps``: elements per program and warps; ``BLOCK / (32 * num_warps)`` elements per thread, in
+  16-byte vectors (8 bf16). The table has 4096 / 8 warps (16 per thread) for large tensors.
+- ``EVICT``: 1 loads with ``evict_first``; 2 also streaming (``.cs``) stores.
+- ``programs_per_sm``: a persistent grid of that many programs per SM (132 on the H200), each looping over the
+  tiles (a grid that is a multiple of the SM count, no tail wave, fewer CTA launches).
+- ``HW_CVT``: 0 replaces the GPU's conversion instructions (cvt.rn.bf16x2.f32, cvt.rn.satfinite.e4m3x2.f32, ...)
+  by the bit formulas the interpreter tier runs: an ablation that must give the same bits.
+- ``FAST``: 0 replaces the 16-bit-output bodies of the smooth activations and of asinh/atan/sinh (ex2.approx /
+  rcp.approx formulas, ops/activation.py and ops/elementwise.py) by the exact ones (libdevice, IEEE division):
+  an ablation, compared within the tolerance.
+
+Checks, never hidden: the table variant of every case against the float64 oracle on the first 2**18 elements
+(host; casts bit-exactly against nbxtensor.dtypes.casting); every other variant against the table's output on the
+device: bit-equal where only the schedule changed (``ok (bits)``), within the dtype's tolerance for ``FAST=0``
+(``ok (tol; n differ)``). Before the timings a numerics pass runs on the device (``--no-numerics`` skips it):
+float32 -> bfloat16 / float16 / float8 edge values and ties, and float8 -> float32, with and without ``HW_CVT``,
+against the casting rules bit for bit; and every finite bfloat16 through the fast bodies of gelu (both), silu,
+mish and logsigmoid against the oracle (count beyond the tolerance: must be 0; count not equal to the correctly
+rounded result: expected well below 1 %); also asinh, atan and sinh.
+
+Variants run rank by rank across cases (every case's table setting, then every case's first candidate, ...), most
+promising first, and the sweep stops starting work when ``--budget-s`` (default 120 s, compiles included) would be
+passed. Every exception is recorded per variant (``sweep_pointwise.log``) and the sweep goes on.
+
+Run on the H200 from the source tree::
+
+    PYTHONPATH=src python3 benchmarks/sweep_pointwise.py --out $OUT/sweep --budget-s 120
+
+Smoke test without a GPU (the interpreter runs the same variants on tiny shapes)::
+
+    NBX_TRITON_INTERPRET=1 PYTHONPATH=src python3 benchmarks/sweep_pointwise.py --device cpu --smoke --out /tmp/sw
+
+Writes ``DIR/sweep_pointwise.csv`` (one row per case and variant) and prints the numerics pass, per case the table
+setting and the best variants (GB/s, % of 4800, ms, check), the best variant per case and, per rule, the setting
+with the best geometric mean over its cases (what to write into runtime/configs/sm90.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import time
+import traceback
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+if os.path.isdir(os.path.join(REPO, "src", "nbxtensor")) and os.path.join(REPO, "src") not in sys.path:
+    sys.path.insert(0, os.path.join(REPO, "src"))
+
+import numpy as np  # noqa: E402
+
+import harness as H  # noqa: E402
+
+PEAK_GBPS = 4800.0  # H200 HBM3e datasheet
+TARGET_PCT = H.TARGET_PCT_BW
+SAMPLE = 1 << 18  # elements checked against the oracle on the host
+
+# Candidate settings, most promising first; the table's rule always runs first as "table". The ablations of a
+# case (ABLATIONS) are inserted after the first two.
+VARIANTS = {
+    "pointwise": [  # table (> 4 Mi elements): BLOCK 4096, 8 warps: 16 bf16 (2 x 16 B) per thread and operand
+        {"BLOCK": 8192, "num_warps": 8},    # 4 x 16 B in flight per thread and operand
+        {"BLOCK": 4096, "num_warps": 4},    # the same per thread, half the CTA
+        {"programs_per_sm": 8},             # persistent: 8 CTAs of 256 threads fill an SM (<= 32 registers)
+        {"EVICT": 1},
+        {"BLOCK": 2048, "num_warps": 4},
+        {"BLOCK": 8192, "num_warps": 16},
+        {"EVICT": 2},
+        {"BLOCK": 8192, "num_warps": 8, "programs_per_sm": 4},
+        {"BLOCK": 16384, "num_warps": 16},
+        {"BLOCK": 8192, "num_warps": 4},    # 8 x 16 B per thread: latency hidden by one thread's loads
+        {"BLOCK": 1024, "num_warps": 4},
+    ],
+    "copy": [
+        {"BLOCK": 8192, "num_warps": 8},
+        {"BLOCK": 4096, "num_warps": 4},
+        {"programs_per_sm": 8},
+        {"EVICT": 2},
+        {"BLOCK": 2048, "num_warps": 4},
+        {"BLOCK": 8192, "num_warps": 16},
+        {"EVICT": 1},
+        {"BLOCK": 16384, "num_warps": 16},
+        {"BLOCK": 8192, "num_warps": 4},
+    ],
+}
+ABLATIONS = {  # case name -> settings that change the code, not the schedule
+    "relu": [{"HW_CVT": 0}], "add": [{"HW_CVT": 0}], "cast bf16->fp8": [{"HW_CVT": 0}],
+    "hardtanh": [{"HW_CVT": 0}],
+    "gelu": [{"FAST": 0}], "gelu tanh": [{"FAST": 0}], "silu": [{"FAST": 0}], "mish": [{"FAST": 0}],
+    "logsigmoid": [{"FAST": 0}], "asinh": [{"FAST": 0}], "atan": [{"FAST": 0}], "sinh": [{"FAST": 0}],
+}
+
+
+class Case:
+    """One benchmarked call: ``name``, the config ``rule`` its kernel reads, the op table name ``op``, input specs,
+    ``call(tensors) -> result``, ``oracle(host inputs) -> float64 or exact host result`` for the table variant's
+    check (``exact``: compare bits), the output dtype name and the bytes moved."""
+
+    def __init__(self, name, rule, op, specs, call, oracle, out_dtype, exact=False):
+        self.name, self.rule, self.op, self.specs, self.call = name, rule, op, specs, call
+        self.oracle, self.out_dtype, self.exact = oracle, out_dtype, exact
+        n = math.prod(specs[0].shape)
+        self.bytes = sum(s.nbytes for s in specs) + n * H.DTYPE_NAMES[out_dtype]
+
+    def variants(self) -> list[dict]:
+        v = VARIANTS[self.rule]
+        return v[:2] + ABLATIONS.get(self.name, []) + v[2:]
+
+
+def build_cases(nbx, smoke: bool) -> list[Case]:
+    from nbxtensor.dtypes import table as T
+    from nbxtensor.dtypes.casting import cast_array
+    from nbxtensor.ops import registry
+    F = nbx.nn.functional
+    shape = (4, 48) if smoke else (32768, 8192)
+    x = H.InputSpec(shape, "bfloat16", "normal", seed=0)
+    y = H.InputSpec(shape, "bfloat16", "normal", seed=1)
+
+    def oracle(op, **kw):
+        rec = registry.get(op)
+        return lambda hs: rec.oracle(*[np.asarray(h, np.float64) for h in hs], **kw)
+
+    def cast_rule(dst):
+        return lambda hs: cast_array(hs[0], T.bfloat16, getattr(T, dst))
+
+    cases = [
+        Case("relu", "pointwise", "relu", [x], lambda t: F.relu(t[0]), oracle("relu"), "bfloat16"),
+        Case("copy_", "copy", "copy_", [x], lambda t: _dst(nbx, t[0], nbx.bfloat16).copy_(t[0]), cast_rule("bfloat16"),
+             "bfloat16", exact=True),
+        Case("add", "pointwise", "add", [x, y], lambda t: nbx.add(t[0], t[1]), oracle("add"), "bfloat16"),
+        Case("mul", "pointwise", "mul", [x, y], lambda t: nbx.mul(t[0], t[1]), oracle("mul"), "bfloat16"),
+        Case("gelu", "pointwise", "gelu", [x], lambda t: F.gelu(t[0]), oracle("gelu"), "bfloat16"),
+        Case("gelu tanh", "pointwise", "gelu", [x], lambda t: F.gelu(t[0], approximate="tanh"),
+             oracle("gelu", approximate="tanh"), "bfloat16"),
+        Case("silu", "pointwise", "silu", [x], lambda t: F.silu(t[0]), oracle("silu"), "bfloat16"),
+        Case("mish", "pointwise", "mish", [x], lambda t: F.mish(t[0]), oracle("mish"), "bfloat16"),
+        Case("hardtanh", "pointwise", "hardtanh", [x], lambda t: F.hardtanh(t[0]), oracle("hardtanh"), "bfloat16"),
+        Case("logsigmoid", "pointwise", "logsigmoid", [x], lambda t: F.logsigmoid(t[0]), oracle("logsigmoid"),
+             "bfloat16"),
+        Case("exp", "pointwise", "exp", [x], lambda t: nbx.exp(t[0]), oracle("exp"), "bfloat16"),
+        Case("cast bf16->fp8", "copy", "copy_", [x], lambda t: _dst(nbx, t[0], nbx.float8_e4m3fn).copy_(t[0]),
+             cast_rule("float8_e4m3fn"), "float8_e4m3fn", exact=True),
+        # unary ops whose libdevice bodies ran at ~0.6x PyTorch in bf16 (now fast bodies for 16-bit outputs)
+        Case("asinh", "pointwise", "asinh", [x], lambda t: nbx.asinh(t[0]), oracle("asinh"), "bfloat16"),
+        Case("atan", "pointwise", "atan", [x], lambda t: nbx.atan(t[0]), oracle("atan"), "bfloat16"),
+        Case("sinh", "pointwise", "sinh", [x], lambda t: nbx.sinh(t[0]), oracle("sinh"), "bfloat16"),
+    ]
+    return cases
+
+
+_DSTS: dict = {}
+
+
+def _dst(nbx, like, dtype):
+    """One destination per (shape, dtype, device), reused by every call (copy_ writes in place)."""
+    key = (tuple(like.shape), dtype, str(like.device))
+    if key not in _DSTS:
+        _DSTS[key] = nbx.empty(*like.shape, dtype=dtype, device=like.device)
+    return _DSTS[key]
+
+
+def smoke_settings(settings: dict) -> dict:
+    """A variant's settings for the interpreter (--smoke): BLOCK capped at 32 (six tiles of the 4x48 tensors; the
+    interpreter's cost grows with the block) and one program per SM (4 there), so a persistent grid loops."""
+    caps = {"BLOCK": 32, "programs_per_sm": 1}
+    return {k: (min(v, caps[k]) if k in caps else v) for k, v in settings.items()}
+
+
+def _bits_dtype(nbx, dt):
+    return {1: nbx.int8, 2: nbx.int16, 4: nbx.int32, 8: nbx.int64}[dt.itemsize]
+
+
+def check_bits(nbx, got, ref) -> tuple[bool, int]:
+    """(bit-equal, number of differing elements), on the device."""
+    bd = _bits_dtype(nbx, got.dtype)
+    n = int((got.view(bd) != ref.view(bd)).sum().item())
+    return n == 0, n
+
+
+def check_tol(nbx, got, ref) -> tuple[bool, int]:
+    """(within the dtype's tolerance everywhere, NaN equal to NaN; number of elements whose bits differ)."""
+    from nbxtensor.dtypes import tolerance
+    tol = tolerance(got.dtype)
+    ok = bool(nbx.isclose(got.float(), ref.float(), rtol=tol.rtol, atol=tol.atol, equal_nan=True).all().item())
+    return ok, check_bits(nbx, got, ref)[1]
+
+
+def check_oracle(case: Case, res, host_inputs) -> str:
+    """The table variant's first SAMPLE elements against the oracle (casts: the rule, bit for bit)."""
+    from nbxtensor.dtypes import table as T
+    from nbxtensor.dtypes import tolerance
+    from nbxtensor.dtypes.casting import cast_array
+    n = min(SAMPLE, res.numel())
+    got = np.asarray(res.reshape(-1)[:n].cpu().numpy())
+    hs = [h.reshape(-1)[:n] for h in host_inputs]
+    dt = getattr(T, case.out_dtype)
+    if case.exact:
+        exp = case.oracle(hs)
+        nan = np.isnan(cast_array(got, dt, T.float64)) & np.isnan(cast_array(exp, dt, T.float64))
+        bad = int((~nan & (got.view(np.uint8 if dt.itemsize == 1 else np.uint16)
+                           != exp.view(np.uint8 if dt.itemsize == 1 else np.uint16))).sum())
+        return "ok (oracle, bits)" if bad == 0 else f"MISMATCH: {bad} of {n} differ from the casting rule"
+    with np.errstate(all="ignore"):
+        e64 = np.asarray(case.oracle(hs), np.float64)
+    exp = cast_array(cast_array(e64, T.float64, dt), dt, T.float64)
+    a = cast_array(got, dt, T.float64)
+    tol = tolerance(dt)
+    with np.errstate(all="ignore"):
+        close = np.where(np.isnan(exp) | np.isinf(exp), (a == exp) | (np.isnan(a) & np.isnan(exp)),
+                         np.abs(a - exp) <= tol.atol + tol.rtol * np.abs(exp))
+    bad = int((~close).sum())
+    diff = int((a != exp).sum() - (np.isnan(a) & np.isnan(exp)).sum())
+    return (f"ok (oracle; {diff} != rounded)" if bad == 0 else
+            f"MISMATCH: {bad} of {n} beyond tolerance of the oracle")
+
+
+def numerics(nbx, dev: str, smoke: bool, out_dir: str) -> list[str]:
+    """The numerics pass (see the module docstring); returns printed lines."""
+    from nbxtensor.dtypes import table as T
+    from nbxtensor.dtypes import tolerance
+    from nbxtensor.dtypes.casting import cast_array
+    from nbxtensor.ops import registry
+    from nbxtensor.runtime.configs import override
+    F = nbx.nn.functional
+    lines = []
+    # float32 edge values and every bfloat16 midpoint (ties) and its neighbours
+    bf = np.arange(0, 65536, 1 if not smoke else 509, dtype=np.uint32).astype(np.uint16).view(T.bfloat16.numpy)
+    f = bf.astype(np.float32)
+    f = f[np.isfinite(f)]
+    nxt = np.nextafter(f, np.float32(np.inf))
+    mid = ((f.astype(np.float64) + cast_array(cast_array(nxt, T.float32, T.bfloat16), T.bfloat16, T.float64)) / 2)
+    mid = mid.astype(np.float32)
+    edge = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, 448.0, 464.0, 480.0, 500.0, -500.0, 57344.0, 61439.0,
+                     61440.0, 65504.0, 65519.0, 65520.0, 1e5, 3.4e38, -3.4e38, 1e-3, 1e-6, 1e-8, 3e-39, 1e-45,
+                     -1e-45, 1.17549435e-38, 2.0 ** -9, 2.0 ** -10, 2.0 ** -17, np.inf, -np.inf, np.nan], np.float32)
+    vals = np.concatenate([edge, f, mid, np.nextafter(mid, np.float32(np.inf)), np.nextafter(mid, np.float32(-np.inf))])
+    x = nbx.from_numpy(vals).to(dev) if dev != "cpu" else nbx.from_numpy(vals)
+    for dst in ("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2"):
+        dt = getattr(T, dst)
+        exp = cast_array(vals, T.float32, dt)
+        msg = []
+        for hw in (1, 0):
+            with override("copy", HW_CVT=hw):
+                got = np.asarray(x.to(getattr(nbx, dst)).cpu().numpy())
+            nan = np.isnan(cast_array(got, dt, T.float64)) & np.isnan(cast_array(exp, dt, T.float64))
+            bits = np.uint8 if dt.itemsize == 1 else np.uint16
+            bad = ~nan & (got.view(bits) != exp.view(bits))
+            msg.append(f"HW_CVT={hw}: " + ("ok" if not bad.any() else
+                                           f"MISMATCH {int(bad.sum())} (e.g. {vals[bad][:3]} -> {got[bad][:3]} "
+                                           f"expected {exp[bad][:3]})"))
+        lines.append(f"  float32 -> {dst:14s} {len(vals)} values: " + "; ".join(msg))
+    for src in ("float8_e4m3fn", "float8_e5m2"):
+        dt = getattr(T, src)
+        allp = np.arange(256, dtype=np.uint8).view(dt.numpy)
+        t = nbx.from_numpy(allp).to(dev) if dev != "cpu" else nbx.from_numpy(allp)
+        exp = cast_array(allp, dt, T.float32)
+        msg = []
+        for hw in (1, 0):
+            with override("copy", HW_CVT=hw):
+                got = np.asarray(t.to(nbx.float32).cpu().numpy())
+            bad = ~(np.isnan(got) & np.isnan(exp)) & (got.view(np.uint32) != exp.view(np.uint32))
+            msg.append(f"HW_CVT={hw}: " + ("ok" if not bad.any() else f"MISMATCH {int(bad.sum())}"))
+        lines.append(f"  {src} -> float32   256 patterns: " + "; ".join(msg))
+    # the fast bodies over every finite bfloat16 (the table's setting: FAST on)
+    xb = bf[np.isfinite(bf.astype(np.float32))]
+    tb = nbx.from_numpy(xb).to(dev) if dev != "cpu" else nbx.from_numpy(xb)
+    x64 = xb.astype(np.float64)
+    tol = tolerance(T.bfloat16)
+    for name, fn, op, kw in (("gelu", lambda t: F.gelu(t), "gelu", {}),
+                             ("gelu tanh", lambda t: F.gelu(t, approximate="tanh"), "gelu", {"approximate": "tanh"}),
+                             ("silu", F.silu, "silu", {}), ("mish", F.mish, "mish", {}),
+                             ("logsigmoid", F.logsigmoid, "logsigmoid", {}), ("asinh", nbx.asinh, "asinh", {}),
+                             ("atan", nbx.atan, "atan", {}), ("sinh", nbx.sinh, "sinh", {})):
+        try:
+            got = cast_array(np.asarray(fn(tb).cpu().numpy()), T.bfloat16, T.float64)
+            with np.errstate(all="ignore"):
+                e = np.asarray(registry.get(op).oracle(x64, **kw), np.float64)
+            ok = np.isfinite(e)  # (logsigmoid's oracle, log(sigmoid), is -inf far out; the op is finite there)
+            exp = cast_array(cast_array(e, T.float64, T.bfloat16), T.bfloat16, T.float64)
+            with np.errstate(all="ignore"):  # (a float64 result past bfloat16's range rounds to inf: equal is fine)
+                beyond = ok & ~((got == exp) | (np.abs(got - exp) <= tol.atol + tol.rtol * np.abs(exp)))
+            differ = ok & (got != exp) & ~(np.isnan(got) & np.isnan(exp))
+            lines.append(f"  fast {name:10s} {int(ok.sum())} finite bf16: {int(beyond.sum())} beyond tolerance, "
+                         f"{int(differ.sum())} ({100 * differ.sum() / max(ok.sum(), 1):.3f} %) != correctly rounded"
+                         + ("" if not beyond.any() else f"  MISMATCH e.g. x={x64[beyond][:3]} got {got[beyond][:3]} "
+                            f"expected {exp[beyond][:3]}"))
+        except Exception as ex:  # noqa: BLE001 - record, go on
+            lines.append(f"  fast {name}: error {type(ex).__name__}: {str(ex).splitlines()[0][:120]}")
+            with open(os.path.join(out_dir, "sweep_pointwise.log"), "a", encoding="utf-8") as log:
+                log.write(f"--- numerics {name}\n{traceback.format_exc()}\n")
+    return lines
+
+
+def _fmt(s: dict) -> str:
+    return json.dumps(s, separators=(",", ":"), sort_keys=True) if s else "table"
+
+
+CSV_FIELDS = ["case", "op", "rule", "variant", "settings", "table_config", "status", "p20_ms", "p50_ms", "p80_ms",
+              "gbps", "pct_of_4800", "bytes", "first_call_s", "gpu", "commit", "date"]
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="output folder (sweep_pointwise.csv is written there)")
+    p.add_argument("--budget-s", type=float, default=120.0, help="stop starting variants when the next one would "
+                   "pass this many seconds, compiles included (0: no limit)")
+    p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (the interpreter; with --smoke)")
+    p.add_argument("--smoke", action="store_true", help="tiny shapes, short timing (host smoke test)")
+    p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    p.add_argument("--no-numerics", action="store_true", help="skip the numerics pass")
+    a = p.parse_args(argv)
+    t0 = time.monotonic()
+    import nbxtensor as nbx
+    import nbxtensor.nn.functional  # noqa: F401  (functional ops register on import)
+    from bench_ops import device_facts, git_commit, make_clock
+    from nbxtensor.runtime.configs import launch_config, override
+    dev = a.device
+    if dev.startswith("cuda") and not (hasattr(nbx, "cuda") and nbx.cuda.is_available()):
+        print("sweep_pointwise: no CUDA device is available (use --device cpu --smoke with NBX_TRITON_INTERPRET=1)",
+              file=sys.stderr)
+        return 2
+    os.makedirs(a.out, exist_ok=True)
+    facts = device_facts(nbx, dev)
+    timing = H.TimingConfig(warmup_ms=10.0, rep_ms=40.0, min_reps=5, max_reps=40)
+    if a.smoke or dev == "cpu":
+        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=1.0, min_reps=1, max_reps=2, flush_bytes=1 << 20)
+    elif facts.get("l2"):
+        timing.flush_bytes = max(timing.flush_bytes, 4 * facts["l2"])
+    notes: list[str] = []
+    clock = make_clock(nbx, dev, timing.flush_bytes, notes)
+    commit, date = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%S")
+    print(f"sweep_pointwise on {facts['gpu']} (commit {commit}); budget {a.budget_s:.0f} s", flush=True)
+    if not a.no_numerics:
+        t_num = time.monotonic()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lines = numerics(nbx, dev, a.smoke, a.out)
+        except Exception as e:  # noqa: BLE001 - record, go on to the timings
+            lines = [f"  error: {type(e).__name__}: {str(e).splitlines()[0][:160]}"]
+            with open(os.path.join(a.out, "sweep_pointwise.log"), "a", encoding="utf-8") as log:
+                log.write(f"--- numerics\n{traceback.format_exc()}\n")
+        print(f"numerics ({time.monotonic() - t_num:.0f} s):", *lines, sep="\n", flush=True)
+    cases = build_cases(nbx, a.smoke)
+    if a.cases:
+        want = {s.strip() for s in a.cases.split(",") if s.strip()}
+        cases = [c for c in cases if c.name in want]
+    inputs: dict = {}
+
+    def tensors(case):
+        out = []
+        for spec in case.specs:
+            if spec not in inputs:
+                h = H.host_array(spec)
+                t = nbx.from_numpy(h)
+                inputs[spec] = (t.to(dev) if dev != "cpu" else t, h)
+            out.append(inputs[spec])
+        return [t for t, _ in out], [h for _, h in out]
+
+    state = {c.name: {"ref": None, "table": None} for c in cases}
+    rows: list[dict] = []
+    csv_path = os.path.join(a.out, "sweep_pointwise.csv")
+    fcsv = open(csv_path, "w", newline="", encoding="utf-8")
+    writer = csv.DictWriter(fcsv, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    plan = [(rank, c, s) for rank in range(1 + max(len(c.variants()) for c in cases))
+            for c in cases for s in ([{}] + c.variants())[rank:rank + 1]]
+    print(f"{len(plan)} variants over {len(cases)} cases", flush=True)
+    est, skipped = (0.5 if a.smoke else 2.5), 0
+    for rank, case, settings in plan:
+        if a.budget_s and time.monotonic() - t0 + est > a.budget_s:
+            skipped += 1
+            continue
+        st = state[case.name]
+        row = {"case": case.name, "op": case.op, "rule": case.rule, "variant": "table" if not settings else f"v{rank}",
+               "settings": _fmt(settings), "bytes": case.bytes, "gpu": facts["gpu"], "commit": commit, "date": date}
+        t_var = time.monotonic()
+        run_settings = smoke_settings(settings) if a.smoke else settings
+        try:
+            ts, hs = tensors(case)
+            if st["table"] is None:
+                st["table"] = launch_config(case.rule, ts[0].device, dtypes=(getattr(nbx, case.out_dtype),),
+                                            numel=ts[0].numel())
+            row["table_config"] = _fmt(st["table"])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with (override(case.rule, **run_settings) if run_settings else _null()):
+                    fn = (lambda ts=ts: case.call(ts))
+                    res = fn()
+                    clock.synchronize()
+                    row["first_call_s"] = round(time.monotonic() - t_var, 2)
+                    if not settings:
+                        st["ref"] = res.clone()
+                        row["status"] = check_oracle(case, res, hs)
+                    elif st["ref"] is None:
+                        row["status"] = "unchecked (the table variant failed)"
+                    elif "FAST" in settings:
+                        ok, n = check_tol(nbx, res, st["ref"])
+                        row["status"] = f"ok (tol; {n} differ)" if ok else f"MISMATCH beyond tolerance ({n} differ)"
+                    else:
+                        ok, n = check_bits(nbx, res, st["ref"])
+                        row["status"] = "ok (bits)" if ok else f"MISMATCH: {n} elements differ from the table's"
+                    del res
+                    times = H.run_benchmark(fn, clock, timing)
+            p20, p50, p80 = H.percentiles(times)
+            gbps = case.bytes / (p50 * 1e-3) / 1e9
+            row.update(p20_ms=round(p20, 4), p50_ms=round(p50, 4), p80_ms=round(p80, 4), gbps=round(gbps, 3),
+                       pct_of_4800=round(100 * gbps / PEAK_GBPS, 2))
+        except Exception as e:  # noqa: BLE001 - record, go on with the next variant
+            row["status"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            with open(os.path.join(a.out, "sweep_pointwise.log"), "a", encoding="utf-8") as log:
+                log.write(f"--- {case.name} {_fmt(settings)}\n{traceback.format_exc()}\n")
+        est = max(est * 0.5 + (time.monotonic() - t_var) * 0.5, 0.3)
+        rows.append(row)
+        writer.writerow({k: row.get(k, "") for k in CSV_FIELDS})
+        fcsv.flush()
+    fcsv.close()
+    for c in cases:
+        state[c.name]["ref"] = None
+    report(rows, cases, state, skipped, time.monotonic() - t0, a.budget_s, csv_path, notes)
+    return 0
+
+
+def _ok(r: dict) -> bool:
+    return str(r.get("status", "")).startswith("ok") and r.get("gbps") not in (None, "")
+
+
+def _geomean(xs) -> float:
+    xs = [max(x, 1e-9) for x in xs]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
+    """Per case: the table setting and up to 3 best variants (plus failures); then best per case; then per rule
+    the setting with the best geometric mean over the rule's cases that ran it (ablations excluded)."""
+    print()
+    for c in cases:
+        rs = [r for r in rows if r["case"] == c.name]
+        if not rs:
+            continue
+        tab = next((r for r in rs if r["variant"] == "table"), None)
+        print(f"{c.name} [{c.rule} {_fmt(state[c.name]['table'] or {})}] {c.bytes / 2 ** 20:.0f} MiB moved")
+        good = sorted((r for r in rs if _ok(r) and r is not tab), key=lambda r: -r["gbps"])
+        bad = [r for r in rs if not _ok(r) and r is not tab]
+        for r in ([tab] if tab else []) + good[:3] + bad[:2]:
+            if r.get("gbps") not in (None, ""):
+                print(f"  {r['variant']:5s} {r['gbps']:7.1f} GB/s {r['pct_of_4800']:5.1f}% {r['p50_ms']:8.4f} ms  "
+                      f"{r['status'][:30]:30s} {r['settings']}")
+            else:
+                print(f"  {r['variant']:5s} {'-':>7s}  {r['status'][:80]} {r['settings']}")
+        if len(good) > 3 or len(bad) > 2:
+            print(f"  ... {max(len(good) - 3, 0) + max(len(bad) - 2, 0)} more in the CSV")
+    print("\nbest per case (GB/s, % of 4800, x table):")
+    for c in cases:
+        rs = [r for r in rows if r["case"] == c.name and _ok(r)]
+        if not rs:
+            continue
+        best = max(rs, key=lambda r: r["gbps"])
+        tab = next((r for r in rs if r["variant"] == "table"), None)
+        gain = f"{best['gbps'] / tab['gbps']:.2f}x" if tab and tab["gbps"] > 0 else "n/a"
+        flag = "" if best["pct_of_4800"] >= TARGET_PCT else "  (< 85 %)"
+        print(f"  {c.name:16s} {best['gbps']:7.1f} {best['pct_of_4800']:5.1f}% {gain:>6s} {best['settings']}{flag}")
+        for r in rs:  # the ablations: what the session's code changes are worth
+            if any(k in r["settings"] for k in ("HW_CVT", "FAST")) and tab and r["gbps"] > 0:
+                print(f"  {'':16s} ablation {r['settings']}: {r['gbps']:.1f} GB/s ({tab['gbps'] / r['gbps']:.2f}x "
+                      "slower than the table)")
+    print("\nper rule, best geometric mean over its cases (write into runtime/configs/sm90.json):")
+    for rule in sorted({c.rule for c in cases}):
+        names = [c.name for c in cases if c.rule == rule]
+        by: dict = {}
+        for r in rows:
+            if r["rule"] == rule and _ok(r) and not any(k in r["settings"] for k in ("HW_CVT", "FAST")):
+                by.setdefault(r["settings"], {})[r["case"]] = r["gbps"]
+        full = {s: v for s, v in by.items() if all(n in v for n in names)}
+        if not full:
+            print(f"  {rule}: no setting ran on all of {names}")
+            continue
+        gm = {s: _geomean(v.values()) for s, v in full.items()}
+        best = max(gm, key=gm.get)
+        base = gm.get("table")
+        print(f"  {rule:10s} {best}  geomean {gm[best]:.1f} GB/s" + (f" ({gm[best] / base:.3f}x table)" if base and
+                                                                    base > 1e-6 else ""))
+        if best != "table":
+            table_cfg = next((state[n]["table"] for n in names if state[n]["table"]), {})
+            print(f"  {'':10s} -> large-tensor rule config {json.dumps(dict(table_cfg, **json.loads(best)))}")
+    print(f"\nsweep_pointwise: {len(rows)} variants run, {skipped} skipped for the {budget:.0f} s budget, "
+          f"{sum(1 for r in rows if str(r.get('status', '')).startswith('error'))} errors, "
+          f"{sum(1 for r in rows if 'MISMATCH' in str(r.get('status', '')))} mismatches; {wall:.0f} s; "
+          f"wrote {csv_path}" + (f"; notes: {'; '.join(notes)}" if notes else ""), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
