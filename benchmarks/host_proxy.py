@@ -17,8 +17,9 @@ Usage::
     PYTHONPATH=src python3 benchmarks/host_proxy.py [--tier null|cpu|device] [--calls 2000] [--only add,rms]
         [--top 0]   # with --top N, the N functions with the most own time per case
 
-Columns: ``us/call`` (thread CPU time, best of 20 repeats of calls/20: the machine may be shared), ``nbx calls`` (calls of functions under ``nbxtensor/`` per op call,
-from cProfile), ``py calls`` (all Python-level calls cProfile counts, builtins included).
+Columns: ``us/call`` (thread CPU time, best of 20 repeats of calls/20: the machine may be shared), ``nbx calls``
+(calls of functions under ``nbxtensor/`` per op call, from cProfile), ``py calls`` (all Python-level calls
+cProfile counts, builtins included).
 """
 
 from __future__ import annotations
@@ -113,8 +114,8 @@ def verify(nbx, device: str, names) -> int:
         want = _host(ref[name]())
         for k in range(3):
             got = _host(dev[name]())
-            ok = all(np.allclose(g, w, rtol=2e-2, atol=2e-2, equal_nan=True)
-                     for g, w in zip(got if isinstance(got, list) else [got], want if isinstance(want, list) else [want]))
+            gl, wl = (got, want) if isinstance(got, list) else ([got], [want])
+            ok = all(np.allclose(g, w, rtol=2e-2, atol=2e-2, equal_nan=True) for g, w in zip(gl, wl))
             if not ok:
                 bad += 1
                 print(f"MISMATCH {name} (call {k + 1}) on {device}", flush=True)

@@ -250,7 +250,8 @@ def test_a_repeated_signature_takes_its_plan(monkeypatch):
     lambda: (nbx.tensor([[1, 2], [3, 4]], dtype=nbx.int32), 1.5),                                # int tensor + float
     lambda: (nbx.tensor([[1, 2], [3, 4]], dtype=nbx.int32), 2),                                  # int tensor + int
     lambda: (nbx.tensor([[1, 2], [3, 4]], dtype=nbx.int32), True),                               # int tensor + bool
-], ids=["dtype", "shape", "strides", "offsets", "stride0", "strided_bcast", "zero_dim", "mixed", "int+float", "int+int", "int+bool"])
+], ids=["dtype", "shape", "strides", "offsets", "stride0", "strided_bcast", "zero_dim", "mixed", "int+float", "int+int",
+        "int+bool"])
 def test_plans_never_serve_another_signature(make):
     """Every call is checked against NumPy after the other signatures have planned: a different dtype, shape,
     stride, offset, scalar type or operand rank must not reuse a plan."""

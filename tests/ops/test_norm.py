@@ -251,3 +251,25 @@ def test_kernels_compile_for_sm90(xt, wt, rms, one_tile):
         types = {"x_ptr": xt, "rm_ptr": wt, "rv_ptr": wt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "S": "i32",
                  "C": "i32", "eps": "fp32"}
         H.compile_sm90(N._batch_norm_kernel, types, dict(HAS_W=True, HAS_B=True, ACC=acc, BLOCK_M=4, BLOCK_S=1024))
+
+
+def test_a_norm_signature_that_passed_its_checks_is_not_rechecked_but_others_are():
+    from nbxtensor.ops import norm as N
+    x, w, b = nbx.randn(2, 8), nbx.randn(8), nbx.randn(8)
+    first = F.layer_norm(x, (8,), w, b).numpy().copy()
+    n = len(N._ROWS_VALID)
+    np.testing.assert_array_equal(F.layer_norm(x, [8], w, b).numpy(), first)    # a list: the same signature
+    assert len(N._ROWS_VALID) == n
+    np.testing.assert_array_equal(F.layer_norm(x.t().contiguous().t(), (8,), w, b).numpy(), first)
+    with pytest.raises(TypeError, match="normalized_shape"):
+        F.layer_norm(x, (8.0,), w, b)
+    with pytest.raises(RuntimeError, match="Expected weight to be of same shape"):
+        F.layer_norm(x, (8,), nbx.randn(4), b)
+    with pytest.raises(RuntimeError, match="expected input with shape"):
+        F.layer_norm(nbx.randn(2, 4), (8,), w, b)
+    with pytest.raises(RuntimeError, match="weight must be a floating tensor"):
+        F.rms_norm(x, (8,), nbx.ones(8, dtype=nbx.int32))
+    one, w1 = nbx.randn(2, 1), nbx.randn(1)
+    F.rms_norm(one, (1,), w1)                      # passes, and its signature is remembered ...
+    with pytest.raises(TypeError, match="normalized_shape"):
+        F.rms_norm(one, (True,), w1)               # ... but True is not 1 to the memo: refused as PyTorch does

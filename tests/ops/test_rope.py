@@ -264,3 +264,23 @@ def test_cost():
     c = REC.cost(q, k, pos, inv)
     n = (q.numel() + k.numel())
     assert c.bytes_written == n * 2 and c.bytes_read == n * 2 + 800 + 256 and c.flops == 6 * (n // 128) * 64
+
+
+def test_a_signature_that_passed_its_checks_is_not_rechecked_but_others_are():
+    from nbxtensor.ops import rope as R
+    rope = registry.get("rotary_embedding").extra["function"]
+    q, k = nbx.randn(1, 4, 3, 8), nbx.randn(1, 2, 3, 8)
+    pos = nbx.tensor(np.array([0, 1, 2], np.int64))
+    inv = nbx.tensor((1.0 / 10000 ** (np.arange(0, 8, 2) / 8)).astype(np.float32))
+    first = [t.numpy().copy() for t in rope(q, k, pos, inv, 1.0, False)]
+    n = len(R._VALID)
+    again = [t.numpy() for t in rope(q, k, pos, inv, 1.0, False)]
+    assert len(R._VALID) == n and all(np.array_equal(a, b) for a, b in zip(first, again))
+    with pytest.raises(RuntimeError, match="query and key must share a dtype"):
+        rope(q, k.to(nbx.float64), pos, inv, 1.0, False)
+    with pytest.raises(RuntimeError, match="position_ids must be"):
+        rope(q, k, nbx.tensor(np.array([0, 1], np.int64)), inv, 1.0, False)
+    with pytest.raises(RuntimeError, match="inv_freq must be a 1-d float32"):
+        rope(q, k, pos, inv.to(nbx.float64), 1.0, False)
+    with pytest.raises(RuntimeError, match="rotary dims must be in"):
+        rope(q, k, pos, nbx.tensor(np.ones(5, np.float32)), 1.0, False)

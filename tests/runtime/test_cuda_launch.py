@@ -160,7 +160,7 @@ def test_the_fast_path_calls_the_cached_launch_with_raw_pointers(fake_devices, m
     monkeypatch.setattr(L._stream_tls, "streams", {0: SimpleNamespace(cuda_stream=77)}, raising=False)
     monkeypatch.setitem(L._signatures, id(add_kernel), (add_kernel, SIG))
     f32 = id(nbx.float32)
-    key = (id(add_kernel), 0, f32 + 1, f32, f32 + 1, L.arg_spec(1000), (("BLOCK", 256),))
+    key = (id(add_kernel), 0, f32 + 1, f32, f32 + 1, L.arg_spec(1000), ("BLOCK", 256))
     head = ("FN", 0, 0, None, None, "PACKED", None, None, None)
     monkeypatch.setitem(L._cache, key, (lambda *a: calls.append(a), head, (256,), False))
     hits = L.cache_info()["hits"]

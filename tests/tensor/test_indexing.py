@@ -188,3 +188,24 @@ def test_setitem_on_expanded_and_readonly():
     ro = nbx.from_numpy(arr)
     with pytest.raises(RuntimeError, match="read-only"):
         ro[0] = 1.0
+
+
+def test_memoised_index_views_follow_the_source_layout_and_offset():
+    import nbxtensor.tensor.indexing as I
+    base = np.arange(60.0).reshape(6, 10)
+    for _ in range(2):                                   # the second round is served from the memo
+        x = nbx.tensor(base)
+        for idx in [(1,), (slice(2, 5), 3), (Ellipsis, -1), (None, slice(None, None, 2)), (-6, slice(1, None, 3))]:
+            np.testing.assert_array_equal(x[idx].numpy(), base[idx])
+            y = nbx.tensor(np.arange(70.0))[10:].view(6, 10)                            # another offset
+            np.testing.assert_array_equal(y[idx].numpy(), base[idx] + 10)
+            np.testing.assert_array_equal(x.t()[idx].numpy(), base.T[idx])              # other strides
+    assert any(k[2] == (1,) for k in I._VIEWS)
+    for _ in range(2):                                   # errors are never memoised
+        with pytest.raises(IndexError, match="index 6 is out of bounds for dimension 0 with size 6"):
+            x[6]
+    n = nbx.tensor(2)
+    assert x[n].numpy().tolist() == base[2].tolist()    # a tensor index is not memoised (its value may change)
+    n.fill_(3)
+    assert x[n].numpy().tolist() == base[3].tolist()
+    assert x[np.int64(4)].numpy().tolist() == base[4].tolist()

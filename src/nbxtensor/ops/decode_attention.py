@@ -55,7 +55,7 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..runtime import configs as _cfgmod
 from ..runtime.configs import launch_config
-from ..runtime.launcher import interpreting, launch
+from ..runtime.launcher import Tail, interpreting, launch, launch_tail
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from . import registry
@@ -391,7 +391,8 @@ class _Plan:
     """Everything :func:`launch_decode` derives from shapes, strides and the config table, computed once per
     launch key (the per-call host work is then two launches and one workspace allocation)."""
 
-    __slots__ = ("grid", "sargs", "meta", "meta_ptr", "cgrid", "cargs", "cmeta", "ws", "acc_dt", "direct", "tma")
+    __slots__ = ("grid", "sargs", "meta", "meta_ptr", "cgrid", "cargs", "cmeta", "ws", "acc_dt", "direct", "tma",
+                 "tails", "ctail")
 
 
 _PLANS: dict = {}
@@ -455,6 +456,8 @@ def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor
                    BLOCK_DV=cdv, ACC=dk["ACC"])
     if "combine_warps" in cfg:
         p.cmeta["num_warps"] = cfg["combine_warps"]
+    p.tails = {}    # CUDA launches: (scale, meta) -> planned Tail of the split kernel (see launch_decode)
+    p.ctail = None  # the combine kernel's planned Tail
     return p
 
 
@@ -500,6 +503,22 @@ def launch_decode(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Ten
     meta = p.meta
     if p.tma and (k.data_ptr() | v.data_ptr()) & 15:
         meta = p.meta_ptr
+    if q._storage.device.type == "cuda":
+        # planned tails: the launcher keys them by identity instead of re-deriving ~30 trailing arguments' and the
+        # keywords' specialization every call (the scale is the split kernel's last argument: keyed here)
+        sc = float(scale * LOG2E)
+        tk = (sc, meta is p.meta)
+        tail = p.tails.get(tk)
+        if tail is None:
+            if len(p.tails) >= 16:
+                p.tails.clear()
+            tail = p.tails[tk] = Tail((*p.sargs, sc), meta)
+        launch_tail(_decode_split_kernel, p.grid, (q, k, v, ln, bt, ws, out), tail)
+        if not p.direct:
+            if p.ctail is None:
+                p.ctail = Tail(p.cargs, p.cmeta)
+            launch_tail(_decode_combine_kernel, p.cgrid, (ws, out, ln), p.ctail)
+        return
     launch(_decode_split_kernel, p.grid, q, k, v, ln, bt, ws, out, *p.sargs, float(scale * LOG2E), **meta)
     if not p.direct:
         launch(_decode_combine_kernel, p.cgrid, ws, out, ln, *p.cargs, **p.cmeta)
@@ -542,25 +561,44 @@ def sdpa_decode(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fals
 
 def launch_append(kc: Tensor, vc: Tensor, lens: Tensor, kn: Tensor, vn: Tensor, *, paged: bool,
                   block_table: Tensor | None, err: Tensor) -> None:
-    """Append ``kn [B, Hkv, T, E]`` / ``vn`` at positions ``lens[b] + t`` of a contiguous cache or of pages."""
-    B, hkv, T_, E = kn.shape
-    EV = vn.shape[-1]
-    if paged:
-        num_pages, page = kc.shape[0], kc.shape[1]
-        cap = block_table.shape[1] * page
-        ks = (kc.stride(0), kc.stride(1), kc.stride(2), kc.stride(3))
-        vs = (vc.stride(0), vc.stride(1), vc.stride(2), vc.stride(3))
-        bt, sbt = block_table, block_table.stride(0)
+    """Append ``kn [B, Hkv, T, E]`` / ``vn`` at positions ``lens[b] + t`` of a contiguous cache or of pages.
+
+    Grid, the trailing sizes and strides and the keywords are planned once per layout (a
+    :class:`~nbxtensor.runtime.launcher.Tail`, which CUDA launches pass by identity)."""
+    key = (kn._dtype, kn._shape, kn._stride, vn._shape, vn._stride, kc._dtype, kc._shape, kc._stride, vc._shape,
+           vc._stride, paged, None if block_table is None else (block_table._shape, block_table._stride),
+           kc._storage.device, _cfgmod.state(), launch_config)
+    hit = _APPEND_PLANS.get(key)
+    if hit is None:
+        B, hkv, T_, E = kn.shape
+        EV = vn.shape[-1]
+        if paged:
+            num_pages, page = kc.shape[0], kc.shape[1]
+            cap = block_table.shape[1] * page
+            ks = (kc.stride(0), kc.stride(1), kc.stride(2), kc.stride(3))
+            vs = (vc.stride(0), vc.stride(1), vc.stride(2), vc.stride(3))
+            sbt = block_table.stride(0)
+        else:
+            num_pages, page, cap = 0, 1, kc.shape[2]
+            ks = (kc.stride(0), kc.stride(2), kc.stride(1), kc.stride(3))
+            vs = (vc.stride(0), vc.stride(2), vc.stride(1), vc.stride(3))
+            sbt = 0
+        cfg = launch_config("kv_append", kc.device, dtypes=(kc.dtype,), head_dim=max(E, EV))
+        bh = min(_pow2(hkv, 1), cfg.pop("max_block_h"))
+        if len(_APPEND_PLANS) >= 1024:
+            _APPEND_PLANS.clear()
+        hit = _APPEND_PLANS[key] = ((B * T_,), Tail(
+            (*kn.stride(), *vn.stride(), *ks, *vs, sbt, T_, hkv, E, EV, cap, num_pages),
+            dict(PAGED=paged, PAGE=page, BLOCK_H=bh, BLOCK_D=_pow2(E, 1), BLOCK_DV=_pow2(EV, 1), **cfg)))
+    grid, tail = hit
+    args = (kn, vn, kc, vc, lens, block_table if paged else lens, err)
+    if kc._storage.device.type == "cuda":
+        launch_tail(_kv_append_kernel, grid, args, tail)
     else:
-        num_pages, page, cap = 0, 1, kc.shape[2]
-        ks = (kc.stride(0), kc.stride(2), kc.stride(1), kc.stride(3))
-        vs = (vc.stride(0), vc.stride(2), vc.stride(1), vc.stride(3))
-        bt, sbt = lens, 0
-    cfg = launch_config("kv_append", kc.device, dtypes=(kc.dtype,), head_dim=max(E, EV))
-    bh = min(_pow2(hkv, 1), cfg.pop("max_block_h"))
-    launch(_kv_append_kernel, (B * T_,), kn, vn, kc, vc, lens, bt, err, *kn.stride(), *vn.stride(), *ks, *vs, sbt,
-           T_, hkv, E, EV, cap, num_pages, PAGED=paged, PAGE=page, BLOCK_H=bh, BLOCK_D=_pow2(E, 1),
-           BLOCK_DV=_pow2(EV, 1), **cfg)
+        launch(_kv_append_kernel, grid, *args, *tail.args, **tail.meta)
+
+
+_APPEND_PLANS: dict = {}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -790,25 +828,32 @@ def _append_driver(rec, args, *, out=None, inplace=None):
     kc = args["key_pages" if paged else "key_cache"]
     vc = args["value_pages" if paged else "value_cache"]
     kn, vn, lens, bt = args["key"], args["value"], args["cache_seqlens"], args.get("block_table")
-    _check_same_device(fn, key_cache=kc, value_cache=vc, key=kn, value=vn, cache_seqlens=lens, block_table=bt)
-    check(kn.ndim == 4 and vn.ndim == 4 and kn.shape[:3] == vn.shape[:3], lambda: f"{fn}: key and value must be "
-          f"[batch, kv_heads, new_tokens, head_dim] alike, got {list(kn.shape)} and {list(vn.shape)}")
-    B, hkv, _, E = kn.shape
-    check(kc.dtype == vc.dtype == kn.dtype == vn.dtype, lambda: f"{fn}: caches and new rows must share one dtype, got "
-          f"{kc.dtype.name}, {vc.dtype.name}, {kn.dtype.name}, {vn.dtype.name}")
-    _check_lens(fn, lens, B)
-    if paged:
-        check(isinstance(bt, Tensor) and bt.dtype is T.int32 and bt.ndim == 2 and bt.shape[0] == B,
-              lambda: f"{fn}: block_table must be an int32 [batch={B}, max_blocks] tensor")
-        page = kc.shape[1]
-        check(page > 0 and page & (page - 1) == 0, lambda: f"{fn}: block_size must be a power of two, got {page}")
-        check(kc.shape[2] == hkv and vc.shape[2] == hkv and kc.shape[3] == E and vc.shape[3] == vn.shape[3],
-              lambda: f"{fn}: pages {list(kc.shape)} / {list(vc.shape)} do not match new rows {list(kn.shape)} / "
-              f"{list(vn.shape)} in heads or head_dim")
-    else:
-        check(kc.shape[0] == B and kc.shape[1] == hkv and kc.shape[3] == E and vc.shape[:3] == kc.shape[:3]
-              and vc.shape[3] == vn.shape[3], lambda: f"{fn}: caches {list(kc.shape)} / {list(vc.shape)} do not match "
-              f"new rows {list(kn.shape)} / {list(vn.shape)}")
+    # the shape, dtype and device checks depend on the arguments' signature only: one that passed is not rechecked
+    sig = _append_sig(fn, kc, vc, kn, vn, lens, bt)
+    if sig is None or sig not in _APPEND_VALID:
+        _check_same_device(fn, key_cache=kc, value_cache=vc, key=kn, value=vn, cache_seqlens=lens, block_table=bt)
+        check(kn.ndim == 4 and vn.ndim == 4 and kn.shape[:3] == vn.shape[:3], lambda: f"{fn}: key and value must be "
+              f"[batch, kv_heads, new_tokens, head_dim] alike, got {list(kn.shape)} and {list(vn.shape)}")
+        B, hkv, _, E = kn.shape
+        check(kc.dtype == vc.dtype == kn.dtype == vn.dtype, lambda: f"{fn}: caches and new rows must share one dtype, "
+              f"got {kc.dtype.name}, {vc.dtype.name}, {kn.dtype.name}, {vn.dtype.name}")
+        _check_lens(fn, lens, B)
+        if paged:
+            check(isinstance(bt, Tensor) and bt.dtype is T.int32 and bt.ndim == 2 and bt.shape[0] == B,
+                  lambda: f"{fn}: block_table must be an int32 [batch={B}, max_blocks] tensor")
+            page = kc.shape[1]
+            check(page > 0 and page & (page - 1) == 0, lambda: f"{fn}: block_size must be a power of two, got {page}")
+            check(kc.shape[2] == hkv and vc.shape[2] == hkv and kc.shape[3] == E and vc.shape[3] == vn.shape[3],
+                  lambda: f"{fn}: pages {list(kc.shape)} / {list(vc.shape)} do not match new rows {list(kn.shape)} / "
+                  f"{list(vn.shape)} in heads or head_dim")
+        else:
+            check(kc.shape[0] == B and kc.shape[1] == hkv and kc.shape[3] == E and vc.shape[:3] == kc.shape[:3]
+                  and vc.shape[3] == vn.shape[3], lambda: f"{fn}: caches {list(kc.shape)} / {list(vc.shape)} do not "
+                  f"match new rows {list(kn.shape)} / {list(vn.shape)}")
+        if sig is not None:
+            if len(_APPEND_VALID) >= 1024:
+                _APPEND_VALID.clear()
+            _APPEND_VALID.add(sig)
     for name, t in (("key cache", kc), ("value cache", vc)):
         dispatch_check_writable(t, fn, name)
     # The error flag is read (a sync) only with check=True; unchecked appends (a decode step's) write to a per-device
@@ -822,6 +867,22 @@ def _append_driver(rec, args, *, out=None, inplace=None):
               "(past its capacity, or in a block_table entry that is not a page id); those rows were not written",
               IndexError)
     return kc, vc
+
+
+_APPEND_VALID: set = set()
+
+
+def _append_sig(fn: str, *ts):
+    """(op, then dtype, shape and device of each tensor argument), or None when one is not a tensor."""
+    sig = (fn,)
+    for t in ts:
+        if t is None:
+            sig += (None,)
+        elif t.__class__ is Tensor:
+            sig += (t._dtype, t._shape, t._storage.device)
+        else:
+            return None
+    return sig
 
 
 def dispatch_check_writable(t: Tensor, fn: str, name: str) -> None:

@@ -33,7 +33,8 @@ from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..runtime.configs import launch_config
-from ..runtime.launcher import launch
+from ..runtime.configs import state as config_state
+from ..runtime.launcher import Tail, launch, launch_tail
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, host_view, new_empty
 from . import registry
@@ -127,12 +128,29 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def launch_embedding(idx: Tensor, weight: Tensor, out: Tensor, err: Tensor) -> None:
-    """``out [N, D] = weight[idx [N]]`` (1-d views); out-of-range indices set ``err``."""
-    N, (V, D) = idx.shape[0], weight.shape
-    cfg = launch_config("embedding", weight.device, dtypes=(weight.dtype,), cols=max(D, 1))
-    bt, bd = cfg.pop("BLOCK_T"), min(cfg.pop("BLOCK_D"), max(16, 1 << max(0, D - 1).bit_length()))
-    launch(_embedding_kernel, (_cdiv(N, bt), _cdiv(D, bd)), idx, weight, out, err, N, V, D, idx.stride(0),
-           weight.stride(0), weight.stride(1), out.stride(0), out.stride(1), BLOCK_T=bt, BLOCK_D=bd, **cfg)
+    """``out [N, D] = weight[idx [N]]`` (1-d views); out-of-range indices set ``err``.
+
+    Grid, sizes, strides and keywords are planned once per layout (a planned tail on CUDA)."""
+    key = (idx._dtype, idx._shape, idx._stride, weight._dtype, weight._shape, weight._stride, out._shape,
+           out._stride, weight._storage.device, config_state(), launch_config)
+    plan = _PLANS.get(key)
+    if plan is None:
+        N, (V, D) = idx.shape[0], weight.shape
+        cfg = launch_config("embedding", weight.device, dtypes=(weight.dtype,), cols=max(D, 1))
+        bt, bd = cfg.pop("BLOCK_T"), min(cfg.pop("BLOCK_D"), max(16, 1 << max(0, D - 1).bit_length()))
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        plan = _PLANS[key] = ((_cdiv(N, bt), _cdiv(D, bd)), Tail(
+            (N, V, D, idx.stride(0), weight.stride(0), weight.stride(1), out.stride(0), out.stride(1)),
+            dict(BLOCK_T=bt, BLOCK_D=bd, **cfg)))
+    grid, tail = plan
+    if weight._storage.device.type == "cuda":
+        launch_tail(_embedding_kernel, grid, (idx, weight, out, err), tail)
+    else:
+        launch(_embedding_kernel, grid, idx, weight, out, err, *tail.args, **tail.meta)
+
+
+_PLANS: dict = {}
 
 
 def _norm_kind(p: float) -> int:

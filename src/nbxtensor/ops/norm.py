@@ -37,6 +37,8 @@ The ``cpu`` implementations use NumPy in the same dtypes (two-pass statistics); 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .._errors import check
@@ -45,7 +47,7 @@ from ..dtypes.casting import cast_array
 from ..dtypes.table import DType
 from ..runtime.configs import launch_config
 from ..runtime.configs import state as config_state
-from ..runtime.launcher import interpreting
+from ..runtime.launcher import Tail, interpreting, launch_tail
 from ..runtime.triton_compat import jit, tl
 from ..shapes import numel
 from ..tensor.core import Tensor, host_view, new_empty
@@ -211,9 +213,13 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
            launch_config)
     hit = _ROWS_PLANS.get(key)
     if hit is not None:
-        grid, nblk, kw = hit
-        launch_quiet(_norm_rows_kernel, (grid,), x, w if w is not None else x, b if b is not None else x, y, rows,
-                     n, groups, cpg, hw, float(eps), nblk, **kw)
+        grid, nblk, kw, tail = hit
+        if tail is not None:   # CUDA: the launcher keys the planned tail by identity (no keyword hashing)
+            launch_tail(_norm_rows_kernel, (grid,), (x, w if w is not None else x, b if b is not None else x, y, rows,
+                                                     n, groups, cpg, hw, float(eps)), tail)
+        else:
+            launch_quiet(_norm_rows_kernel, (grid,), x, w if w is not None else x, b if b is not None else x, y,
+                         rows, n, groups, cpg, hw, float(eps), nblk, **kw)
         return
     cfg = launch_config("norm_rows", x.device, dtypes=(x.dtype,), rows=rows, cols=n)
     one = n <= cfg["BLOCK_N"]
@@ -229,7 +235,7 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
               ACC=TL_DTYPES[_acc(x.dtype).name], **meta)
     if len(_ROWS_PLANS) >= 1024:
         _ROWS_PLANS.clear()
-    _ROWS_PLANS[key] = (grid, nblk, kw)
+    _ROWS_PLANS[key] = (grid, nblk, kw, Tail((nblk,), kw) if x._storage.device.type == "cuda" else None)
     launch_quiet(_norm_rows_kernel, (grid,), x, w if w is not None else x, b if b is not None else x, y, rows, n,
                  groups, cpg, hw, float(eps), nblk, **kw)
 
@@ -366,6 +372,7 @@ def _oracle_batch_norm(input, running_mean, running_var, weight=None, bias=None,
 # ---------------------------------------------------------------------------------------------------------
 # Drivers
 # ---------------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
 def _finfo_eps(d: DType) -> float:
     import ml_dtypes
     return float(ml_dtypes.finfo(d.numpy).eps)
@@ -402,20 +409,53 @@ def _normalized_shape(ns, fn: str) -> tuple[int, ...]:
     return tuple(int(s) for s in ns)
 
 
+_ROWS_VALID: set = set()   # argument signatures of layer_norm / rms_norm calls whose checks passed
+
+
+def _rows_sig(fn: str, x, ns, w, b):
+    """(op, dtype/shape/device of input, weight and bias, normalized_shape) when every part is a tensor (or None)
+    and ``normalized_shape`` a tuple or list of Python ints; else None (the call is checked in full)."""
+    if ns.__class__ is list:
+        ns = tuple(ns)
+    if not isinstance(ns, tuple) or any(s.__class__ is not int for s in ns):
+        return None
+    sig = (fn, ns)
+    for t in (x, w, b):
+        if t is None:
+            sig += (None,)
+        elif t.__class__ is Tensor:
+            sig += (t._dtype, t._shape, t._storage.device)
+        else:
+            return None
+    return sig
+
+
 def _rows_driver(rms: bool):
     def driver(rec, args, *, out=None, inplace=None):
         fn = rec.name
         x = args["input"]
-        _check_float_input(x, fn)
-        ns = _normalized_shape(args["normalized_shape"], fn)
-        k = len(ns)
-        check(not rms or k <= x.ndim, lambda: f"{fn}: Input tensor must have at least {k} dimensions, but got "
-              f"{x.ndim}", ValueError)
-        check(k >= 1 and x.ndim >= k and tuple(x.shape[x.ndim - k:]) == ns, lambda: f"{fn}: Given normalized_shape="
-              f"{list(ns)}, expected input with shape [*, {', '.join(map(str, ns))}], but got input of size"
-              f"{list(x.shape)}")
-        w = _param(args.get("weight"), "weight", x, fn, ns, "normalized_shape")
-        b = _param(args.get("bias"), "bias", x, fn, ns, "normalized_shape") if not rms else None
+        w, b = args.get("weight"), (args.get("bias") if not rms else None)
+        # the checks depend on the arguments' signature only: one that passed is not rechecked
+        sig = _rows_sig(fn, x, args["normalized_shape"], w, b)
+        if sig is not None and sig in _ROWS_VALID:
+            ns = sig[1]
+            w = w.contiguous() if w is not None else None
+            b = b.contiguous() if b is not None else None
+        else:
+            _check_float_input(x, fn)
+            ns = _normalized_shape(args["normalized_shape"], fn)
+            k = len(ns)
+            check(not rms or k <= x.ndim, lambda: f"{fn}: Input tensor must have at least {k} dimensions, but got "
+                  f"{x.ndim}", ValueError)
+            check(k >= 1 and x.ndim >= k and tuple(x.shape[x.ndim - k:]) == ns, lambda: f"{fn}: Given "
+                  f"normalized_shape={list(ns)}, expected input with shape [*, {', '.join(map(str, ns))}], but got "
+                  f"input of size{list(x.shape)}")
+            w = _param(args.get("weight"), "weight", x, fn, ns, "normalized_shape")
+            b = _param(args.get("bias"), "bias", x, fn, ns, "normalized_shape") if not rms else None
+            if sig is not None:
+                if len(_ROWS_VALID) >= 1024:
+                    _ROWS_VALID.clear()
+                _ROWS_VALID.add(sig)
         eps = args.get("eps")
         eps = _finfo_eps(x.dtype) if eps is None else float(eps)
         y = new_empty(x.shape, x.dtype, x.device)

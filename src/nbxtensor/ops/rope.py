@@ -46,7 +46,8 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.tolerance import Tolerance, tolerance
 from ..runtime.configs import launch_config
-from ..runtime.launcher import launch
+from ..runtime.configs import state as config_state
+from ..runtime.launcher import Tail, launch, launch_tail
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from . import registry
@@ -336,20 +337,38 @@ def _rope_kernel(XQ, YQ, XK, YK, POS, INV, S, HQ, HK, R2, D, attn_scale,
 def launch_rope(q: Tensor, yq: Tensor, k: Tensor | None, yk: Tensor | None, pos: Tensor, inv: Tensor,
                 attn_scale: float, interleaved: bool) -> None:
     """Rotate ``q [B, HQ, S, D]`` into ``yq`` and ``k`` into ``yk`` (``pos [B, S]`` view with stride 0 for a
-    broadcast batch; ``inv`` float32 ``[R/2]``); the head dims of all four have stride 1."""
-    B, HQ, S, D = q.shape
-    r2 = inv.shape[0]
-    cfg = launch_config("rope", q.device, dtypes=(q.dtype,), head_dim=D)
+    broadcast batch; ``inv`` float32 ``[R/2]``); the head dims of all four have stride 1.
+
+    Grid, sizes, strides and keywords are planned once per layout (:data:`_PLANS`); CUDA launches pass the
+    strides and keywords as a planned :class:`~nbxtensor.runtime.launcher.Tail`."""
     kk, ykk = (k, yk) if k is not None else (q, yq)
-    hk = k.shape[1] if k is not None else 0
-    acc = "float64" if q.dtype is T.float64 else "float32"
-    bp = cfg.pop("BLOCK_P")
-    launch(_rope_kernel, (B * S, 2 if k is not None else 1), q, yq, kk, ykk, pos, inv, S, HQ, hk, r2, D,
-           float(attn_scale), q.stride(0), q.stride(1), q.stride(2), yq.stride(0), yq.stride(1), yq.stride(2),
-           kk.stride(0), kk.stride(1), kk.stride(2), ykk.stride(0), ykk.stride(1), ykk.stride(2),
-           pos.stride(0), pos.stride(1), INTERLEAVED=bool(interleaved),
-           COPY_REST=(yq is not q) and 2 * r2 < D, BLOCK_R=max(2, 1 << max(0, r2 - 1).bit_length()),
-           BLOCK_P=bp, ACC=TL_DTYPES[acc], **cfg)
+    key = (q._dtype, q._shape, q._stride, yq._stride, kk._shape, kk._stride, ykk._stride, k is None, yq is q,
+           pos._shape, pos._stride, inv._shape, bool(interleaved), q._storage.device, config_state(), launch_config)
+    plan = _PLANS.get(key)
+    if plan is None:
+        B, HQ, S, D = q.shape
+        r2 = inv.shape[0]
+        cfg = launch_config("rope", q.device, dtypes=(q.dtype,), head_dim=D)
+        hk = k.shape[1] if k is not None else 0
+        acc = "float64" if q.dtype is T.float64 else "float32"
+        bp = cfg.pop("BLOCK_P")
+        strides = (q.stride(0), q.stride(1), q.stride(2), yq.stride(0), yq.stride(1), yq.stride(2),
+                   kk.stride(0), kk.stride(1), kk.stride(2), ykk.stride(0), ykk.stride(1), ykk.stride(2),
+                   pos.stride(0), pos.stride(1))
+        meta = dict(INTERLEAVED=bool(interleaved), COPY_REST=(yq is not q) and 2 * r2 < D,
+                    BLOCK_R=max(2, 1 << max(0, r2 - 1).bit_length()), BLOCK_P=bp, ACC=TL_DTYPES[acc], **cfg)
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        plan = _PLANS[key] = ((B * S, 2 if k is not None else 1), (S, HQ, hk, r2, D), strides, meta,
+                              Tail(strides, meta) if q._storage.device.type == "cuda" else None)
+    grid, sizes, strides, meta, tail = plan
+    if tail is not None:
+        launch_tail(_rope_kernel, grid, (q, yq, kk, ykk, pos, inv, *sizes, float(attn_scale)), tail)
+    else:
+        launch(_rope_kernel, grid, q, yq, kk, ykk, pos, inv, *sizes, float(attn_scale), *strides, **meta)
+
+
+_PLANS: dict = {}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -433,9 +452,11 @@ def _stride1(t: Tensor) -> Tensor:
     return t if t.stride(-1) == 1 or t.shape[-1] <= 1 else t.contiguous()
 
 
-def _driver(rec, args, *, out=None, inplace=None):
+_VALID: set = set()   # argument signatures (dtypes, shapes, devices) that passed _validate
+
+
+def _validate(q: Tensor, k: Tensor | None, pos: Tensor, inv: Tensor) -> None:
     fn = _FN
-    q, k, pos, inv = args["query"], args["key"], args["position_ids"], args["inv_freq"]
     check(q.ndim == 4, lambda: f"{fn}: query must be [batch, heads, seq, head_dim], got {list(q.shape)}")
     B, _, S, D = q.shape
     if k is not None:
@@ -454,6 +475,20 @@ def _driver(rec, args, *, out=None, inplace=None):
           f"head_dim={D}]")
     for name, t in (("key", k), ("position_ids", pos), ("inv_freq", inv)):
         check(t is None or t.device == q.device, lambda: f"{fn}: {name} is on {t.device}, query on {q.device}")
+
+
+def _driver(rec, args, *, out=None, inplace=None):
+    fn = _FN
+    q, k, pos, inv = args["query"], args["key"], args["position_ids"], args["inv_freq"]
+    # the checks depend on dtypes, shapes and devices only: a signature that passed once passes again
+    sig = (q._dtype, q._shape, q._storage.device, pos._dtype, pos._shape, pos._storage.device, inv._dtype,
+           inv._shape, inv._storage.device, None if k is None else (k._dtype, k._shape, k._storage.device))
+    if sig not in _VALID:
+        _validate(q, k, pos, inv)
+        if len(_VALID) >= 1024:
+            _VALID.clear()
+        _VALID.add(sig)
+    B, _, S, D = q.shape
     pos2 = pos.reshape(1, S) if pos.ndim == 1 else pos
     if pos2.shape[0] != B:
         pos2 = pos2.expand(B, S)

@@ -45,7 +45,7 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..runtime.configs import launch_config
 from ..runtime.configs import state as config_state
-from ..runtime.launcher import interpreting
+from ..runtime.launcher import Tail, interpreting, launch_tail
 from ..runtime.triton_compat import jit, tl
 from ..shapes import contiguous_strides, wrap_dim
 from ..tensor.core import Tensor, host_view, new_empty
@@ -242,7 +242,10 @@ def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
            launch_config)
     hit = _PLANS.get(key)
     if hit is not None:
-        launch_quiet(hit[0], hit[1], x, y, *hit[2], **hit[3])
+        if hit[4] is not None:   # CUDA: the launcher keys the planned tail by identity (no keyword hashing)
+            launch_tail(hit[0], hit[1], (x, y), hit[4])
+        else:
+            launch_quiet(hit[0], hit[1], x, y, *hit[2], **hit[3])
         return
     flags = [d == dim for d in range(x.ndim)]
     can = canonical3(x.shape, x.stride(), flags)
@@ -276,7 +279,7 @@ def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
     if plannable and ycopy is None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
-        _PLANS[key] = plan
+        _PLANS[key] = (*plan, Tail(plan[2], plan[3]) if x._storage.device.type == "cuda" else None)
     launch_quiet(plan[0], plan[1], x, y, *plan[2], **plan[3])
     if ycopy is not None:
         ycopy.copy_(y)

@@ -170,6 +170,7 @@ class _DevPtr:
 
 
 _cache: dict = {}
+_MAX_ENTRIES = 8192
 _rt = None          # triton.knobs.runtime, bound at the first launch through Triton
 _ENTER = _EXIT = None  # its launch hook chains (HookChain): the fast path runs while both are empty
 _Tensor = None      # nbxtensor's Tensor class, learnt from the first tensor argument (runtime never imports tensor)
@@ -267,6 +268,8 @@ def _slow(kernel, sig, grid, i, args, meta, key):
     if hasattr(ck, "result"):
         ck = ck.result()
     tail = tuple(meta[p] if p in meta else sig.defaults[p] for p in sig.names[len(args):])
+    if len(_cache) >= _MAX_ENTRIES:   # planned tails are keyed by identity: bound what replaced plans leave behind
+        _cache.clear()
     run = ck.run
     scratch = bool(getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1))
     if scratch or not hasattr(run, "launch"):
@@ -346,7 +349,7 @@ def launch(kernel, grid, dev, args, meta, planned=None):
         kadd(planned)   # identity: the tail's arguments and keywords never change
         call.extend(planned.args)
     elif meta:
-        key.append(tuple(meta.items()))
+        key.append((*meta, *meta.values()))   # names then values: one flat tuple hashes faster than item pairs
     try:
         key = tuple(key)
         entry = _cache.get(key)

@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 
 from .._errors import check, fail
-from .core import Tensor
+from .core import Tensor, make_tensor
 
 __all__ = ["getitem", "setitem"]
 
@@ -60,8 +60,35 @@ def _normalize(index) -> tuple:
     return tuple(out)
 
 
+_VIEWS: dict = {}   # (shape, strides, index key) -> (shape, strides, offset delta) of the view
+
+
+def _index_key(index):
+    """A hashable form of an index made only of Python ints, ``None``, ``...`` and slices with int or ``None``
+    bounds (what the memo of :func:`getitem` serves), else None."""
+    if index.__class__ is not tuple:
+        index = (index,)
+    key = []
+    for item in index:
+        t = item.__class__
+        if t is int or item is None or item is Ellipsis:
+            key.append(item)
+        elif t is slice:
+            a, b, c = item.start, item.stop, item.step
+            if not ((a is None or a.__class__ is int) and (b is None or b.__class__ is int)
+                    and (c is None or c.__class__ is int)):
+                return None
+            key.append((a, b, c))
+        else:
+            return None
+    return tuple(key)
+
+
 def getitem(self: Tensor, index) -> Tensor:
     """``self[index]`` as a view. See the module docstring for the accepted index forms.
+
+    The view's layout for a given source layout and a plain index (ints, slices, ``None``, ``...``) is
+    memoised; only the offset moves with the source.
 
     Raises:
         IndexError: too many indices, more than one ellipsis, an int out of range, a float index; any index
@@ -70,6 +97,21 @@ def getitem(self: Tensor, index) -> Tensor:
         TypeError: an unsupported index type; slice bounds that are not integers.
         NotImplementedError: advanced indexing (lists, arrays, tensors with dims, bools).
     """
+    key = _index_key(index)
+    if key is not None:
+        key = (self._shape, self._stride, key)
+        hit = _VIEWS.get(key)
+        if hit is not None:
+            return make_tensor(self._storage, hit[0], hit[1], self._offset + hit[2], self._dtype)
+    r = _getitem(self, index)
+    if key is not None:
+        if len(_VIEWS) >= 4096:
+            _VIEWS.clear()
+        _VIEWS[key] = (r._shape, r._stride, r._offset - self._offset)
+    return r
+
+
+def _getitem(self: Tensor, index) -> Tensor:
     index = _normalize(index)
     n_ell = sum(1 for i in index if i is Ellipsis)
     check(n_ell <= 1, "indexing: an index can only have a single ellipsis ('...')", IndexError)
