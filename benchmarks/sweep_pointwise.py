@@ -57,6 +57,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -330,7 +331,8 @@ class _null:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="output folder (sweep_pointwise.csv is written there)")
+    p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "sweep_pointwise"),
+                   help="output folder (sweep_pointwise.csv is written there; default: a folder in the temp dir)")
     p.add_argument("--budget-s", type=float, default=120.0, help="stop starting variants when the next one would "
                    "pass this many seconds, compiles included (0: no limit)")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (the interpreter; with --smoke)")
