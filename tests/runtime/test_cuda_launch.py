@@ -199,6 +199,10 @@ def test_a_planned_tail_is_keyed_by_identity_and_passed_after_the_arguments(fake
                         (lambda *a: calls.append(a), head, (256,), False))
     L.launch(add_kernel, (2,), Device("cuda", 0), (x, y, o), tail.meta, tail)
     assert calls == [(2, 1, 1, 5, *head, x._storage.ptr, y._storage.ptr, o._storage.ptr, 1000, 256)]
+    L.launch(add_kernel, (3, 7), Device("cuda", 0), (x, y, o), tail.meta, tail)          # a 2-d grid
+    assert calls[-1][:4] == (3, 7, 1, 5)
+    with pytest.raises(RuntimeError, match="grid dimension 1 is 70000"):
+        L.launch(add_kernel, (3, 70000), Device("cuda", 0), (x, y, o), tail.meta, tail)
     # another tail with equal contents is another key (Triton's path, here refused for lack of a GPU or run)
     other = Tail((1000,), {"BLOCK": 256})
     assert (id(add_kernel), 0, f32 + 1, f32 + 1, f32 + 1, other) not in L._cache

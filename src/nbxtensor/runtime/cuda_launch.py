@@ -359,9 +359,13 @@ def launch(kernel, grid, dev, args, meta, planned=None):
         _slow(kernel, signature_of(kernel), grid, i, _full(args, planned), meta, key)
         return
     fn, head, tail, scratch = entry
-    if grid.__class__ is tuple and len(grid) == 1 and 0 <= grid[0] <= 0x7FFFFFFF:
+    n = len(grid) if grid.__class__ is tuple else 0
+    if n == 1 and 0 <= grid[0] <= 0x7FFFFFFF:
         g0 = grid[0]
         g1 = g2 = 1
+    elif n == 2 and 0 <= grid[0] <= 0x7FFFFFFF and 0 <= grid[1] <= 65535:   # (rows, splits): decode, rope, ...
+        g0, g1 = grid
+        g2 = 1
     else:
         g0, g1, g2 = _grid3(grid, signature_of(kernel), call, tail)
     if getattr(_ctx_tls, "ctx", -1) != i:
