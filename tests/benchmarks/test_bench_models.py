@@ -144,7 +144,9 @@ def _run(tmp_path, *args, block_torch=True, timeout=240):
             assert "torch" not in sys.modules or sys.modules["torch"] is None, "torch was imported"
             raise
     """)
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"))
+    # src first, then whatever path made the model packages importable here (HAVE_MINILM is decided in this process)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.join(REPO, "src"),
+                                                                  os.environ.get("PYTHONPATH", "")) if p))
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout,
                         cwd=REPO)
     rows = []

@@ -180,10 +180,17 @@ def launches(monkeypatch):
     got = []
     real = D.launch
 
+    real_tail = D.launch_tail
+
     def spy(kernel, grid, *args, **meta):
         got.append((kernel.__name__, grid, meta))
         return real(kernel, grid, *args, **meta)
+
+    def spy_tail(kernel, grid, args, tail):  # the CUDA path's planned launches
+        got.append((kernel.__name__, grid, tail.meta))
+        return real_tail(kernel, grid, args, tail)
     monkeypatch.setattr(D, "launch", spy)
+    monkeypatch.setattr(D, "launch_tail", spy_tail)
     return got
 
 
