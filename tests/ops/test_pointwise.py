@@ -519,3 +519,19 @@ def test_sm90_persistent_variant_compiles_vectorized(monkeypatch):
     assert meta["PERSIST"] is True
     per, ops = _sass_per_element(_compile_as_jit(kernel, kargs, meta), meta)
     assert "LDG.E.128" in ops and "STG.E.128" in ops and per <= _BUDGETS["gelu-tanh"][1] + 2, per
+
+
+def test_a_negative_zero_scalar_keeps_its_sign(device):
+    """A Python -0.0 operand or parameter reaches the kernel as -0.0 (a splat by ``0 + F`` made it +0.0), as in
+    PyTorch: 0 * -0.0 = -0.0, clamp(-1, min=-0.0) = -0.0, leaky_relu(-1, -0.0) = +0.0 (slope times x)."""
+    import nbxtensor as nbx
+    F = nbx.nn.functional
+
+    def bits(t):
+        return np.signbit(t.cpu().float().numpy()).tolist()
+    z = nbx.zeros(3, device=device)
+    assert bits(z * -0.0) == [True] * 3
+    assert bits(nbx.zeros(3, dtype=nbx.bfloat16, device=device) * -0.0) == [True] * 3
+    assert bits(z + -0.0) == [False] * 3                        # +0 + -0 = +0
+    assert bits(nbx.clamp(nbx.full((2,), -1.0, device=device), min=-0.0)) == [True] * 2
+    assert bits(F.leaky_relu(nbx.tensor([-0.0, -1.0], device=device), -0.0)) == [False, False]

@@ -233,8 +233,8 @@ def _load(ptr, idx, mask, c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, F, I, MODE: tl
     else:
         if CT == tl.int1:
             x = (tl.full([BLOCK], 0, tl.int8) + I.to(tl.int8)) != 0
-        elif CT.is_floating():
-            x = tl.full([BLOCK], 0, CT) + F.to(CT)
+        elif CT.is_floating():  # splat by 1 * F, exact for every value: 0 + F would turn a -0.0 into +0.0
+            x = tl.full([BLOCK], 1, CT) * F.to(CT)
         else:
             x = tl.full([BLOCK], 0, CT) + I.to(CT)
     if not RAW:
@@ -248,8 +248,8 @@ def _param(P, Q, CT: tl.constexpr, BLOCK: tl.constexpr):
     if CT == tl.int1:
         r = tl.full([BLOCK], 0, tl.int8) + Q.to(tl.int8)
         r = r != 0
-    elif CT.is_floating():
-        r = tl.full([BLOCK], 0, CT) + P.to(CT)
+    elif CT.is_floating():  # 1 * P keeps a -0.0 parameter's sign (0 + P would not)
+        r = tl.full([BLOCK], 1, CT) * P.to(CT)
     else:
         r = tl.full([BLOCK], 0, CT) + Q.to(CT)
     return r
