@@ -201,15 +201,6 @@ def _f32(x, EXACT: tl.constexpr):
 
 
 @jit
-def _store_cvt(x, DT: tl.constexpr, EXACT: tl.constexpr):
-    if EXACT:
-        r = convert(x, DT)
-    else:
-        r = x.to(DT)
-    return r
-
-
-@jit
 def _nibbles(b, MAGIC, ACC: tl.constexpr, FAST_Q: tl.constexpr, DECODE_ASM: tl.constexpr):
     # The two codes of each byte as floats. FAST_Q: 1 + q/16, built by placing the nibble in the top mantissa
     # bits of 1.0 (two integer ops, no int-to-float conversion, which runs at a fraction of the FMA rate): the
@@ -344,8 +335,8 @@ def _int4_dequant_kernel(W, S, MN, OUT, N, NG, swn, ssn, son, sok,
         wlo = (lo - 8.0) * s
         whi = (hi - 8.0) * s
     o = OUT + rn[:, None, None] * son + (gi[None, :, None] * G + j[None, None, :]) * sok
-    tl.store(o, _store_cvt(wlo, OUT_DT, EXACT), mask=ok3)
-    tl.store(o + H * sok, _store_cvt(whi, OUT_DT, EXACT), mask=ok3)
+    tl.store(o, _cvt(wlo, OUT_DT, EXACT), mask=ok3)
+    tl.store(o + H * sok, _cvt(whi, OUT_DT, EXACT), mask=ok3)
 
 
 def _cdiv(a: int, b: int) -> int:
