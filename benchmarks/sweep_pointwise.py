@@ -71,6 +71,7 @@ if os.path.isdir(os.path.join(REPO, "src", "nbxtensor")) and os.path.join(REPO, 
 import numpy as np  # noqa: E402
 
 import harness as H  # noqa: E402
+import sweep_common  # noqa: E402
 
 PEAK_GBPS = 4800.0  # H200 HBM3e datasheet
 TARGET_PCT = H.TARGET_PCT_BW
@@ -343,23 +344,12 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     import nbxtensor as nbx
     import nbxtensor.nn.functional  # noqa: F401  (functional ops register on import)
-    from bench_ops import device_facts, git_commit, make_clock
     from nbxtensor.runtime.configs import launch_config, override
     dev = a.device
-    if dev.startswith("cuda") and not (hasattr(nbx, "cuda") and nbx.cuda.is_available()):
-        print("sweep_pointwise: no CUDA device is available (use --device cpu --smoke with NBX_TRITON_INTERPRET=1)",
-              file=sys.stderr)
+    st = sweep_common.start("sweep_pointwise", nbx, dev, a.out, a.smoke)
+    if st is None:
         return 2
-    os.makedirs(a.out, exist_ok=True)
-    facts = device_facts(nbx, dev)
-    timing = H.TimingConfig(warmup_ms=10.0, rep_ms=40.0, min_reps=5, max_reps=40)
-    if a.smoke or dev == "cpu":
-        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=1.0, min_reps=1, max_reps=2, flush_bytes=1 << 20)
-    elif facts.get("l2"):
-        timing.flush_bytes = max(timing.flush_bytes, 4 * facts["l2"])
-    notes: list[str] = []
-    clock = make_clock(nbx, dev, timing.flush_bytes, notes)
-    commit, date = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%S")
+    facts, timing, notes, clock, commit, date = st.facts, st.timing, st.notes, st.clock, st.commit, st.date
     print(f"sweep_pointwise on {facts['gpu']} (commit {commit}); budget {a.budget_s:.0f} s", flush=True)
     if not a.no_numerics:
         t_num = time.monotonic()
