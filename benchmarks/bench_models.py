@@ -203,8 +203,8 @@ class Run:
         nbx = self.nbx
         cache = model.new_cache(1, len(prompt_ids) + 2 * reps + 8)
         model.forward([prompt_ids], cache)
-        tok = [[prompt_ids[-1]]]
-        step = lambda: model.forward(tok, cache)  # noqa: E731
+        tok = [prompt_ids[-1]]
+        step = lambda: model.decode_step(tok, cache)  # noqa: E731 - a CUDA graph replay when model.cuda_graphs
         if not self.cuda:
             return P.step_split(step, sync=self.sync, reps=reps)
         buf = nbx.empty(512 << 20, dtype=nbx.float32, device=self.dev)  # 2 GiB: ~0.5 ms per fill on an H200
@@ -262,12 +262,25 @@ class Run:
                         enc.encode(sents, batch_size=b)
                         self.sync()
                         times.append(time.perf_counter() - t0)
+                    eager_sps = None
+                    if getattr(enc, "cuda_graphs", False):   # the same passes without CUDA graphs, for the note
+                        enc.cuda_graphs = False
+                        enc.encode(sents[:max(b, 2)], batch_size=b)
+                        etimes = []
+                        for _ in range(a.reps):
+                            self.sync()
+                            t0 = time.perf_counter()
+                            enc.encode(sents, batch_size=b)
+                            self.sync()
+                            etimes.append(time.perf_counter() - t0)
+                        enc.cuda_graphs = True
+                        eager_sps = n / statistics.median(etimes)
                 except Exception as e:  # noqa: BLE001 - the other dtypes and batches still run
                     traceback.print_exc()
                     self.add(row=f"minilm.b{b}.{dt}", model="all-MiniLM-L6-v2", status="error", dtype=dt, batch=b,
                              seq_len=seq, notes=f"{type(e).__name__}: {e}"[:300])
                     continue
-                ours[(dt, b)] = (n / statistics.median(times), load_s, first_s)
+                ours[(dt, b)] = (n / statistics.median(times), load_s, first_s, eager_sps)
                 plan.append({"dtype": dt, "batch": b, "n": n})
                 self.say(f"minilm {dt} batch {b}: {ours[(dt, b)][0]:.1f} sentences/s (nbxtensor)")
             del enc
@@ -277,9 +290,11 @@ class Run:
                                                  str(seq), "--reps", str(a.reps), "--plan", json.dumps(plan)]) \
             if plan else (None, "nothing to compare", "")
         peer_rows = {(r["dtype"], r["batch"]): r for r in (reply or {}).get("results", [])}
-        for (dt, b), (sps, load_s, first_s) in ours.items():
+        for (dt, b), (sps, load_s, first_s, eager_sps) in ours.items():
             pr = peer_rows.get((dt, b), {})
             notes = f"n={n_of[b]} sentences x {seq} tokens; load {load_s:.2f} s, first call {first_s:.2f} s"
+            if eager_sps is not None:
+                notes += f"; CUDA graph replays (eager passes: {eager_sps:.1f} sentences/s)"
             if pr.get("error"):
                 notes += f"; peer: {pr['error']}"
             elif not reply:
@@ -315,6 +330,7 @@ class Run:
         first_prefill_s = first_decode_s = None
         pre, dec = [], []
         split = {"wall_ms": None, "host_ms": None, "gpu_ms": None, "gpu_valid": None}
+        eager_split: dict = {}
 
         def prefill():
             nonlocal first_prefill_s
@@ -342,6 +358,12 @@ class Run:
             self.say(f"{name}: decode: {_median(dec):.2f} tokens/s")
 
         def step_split():
+            if getattr(m, "cuda_graphs", False):      # the eager step too: where a step's time goes without graphs
+                m.cuda_graphs = False
+                try:
+                    eager_split.update(self.split(m, short_ids, a.split_reps))
+                finally:
+                    m.cuda_graphs = True
             split.update(self.split(m, short_ids, a.split_reps))
             g = split["gpu_ms"]
             self.say(f"{name}: decode step: wall {split['wall_ms']:.2f} ms, host {split['host_ms']:.2f} ms, device "
@@ -389,6 +411,9 @@ class Run:
         if bw:
             dnote += f" / {bw / 1e3:.1f} TB/s = roofline"
         dnote += f"; device time valid reps {split['gpu_valid']}, peer {ps.get('gpu_valid')}"
+        if eager_split:
+            dnote += (f"; nbxtensor steps replay a CUDA graph; eager steps: wall {_fmt(eager_split.get('wall_ms'))} ms,"
+                      f" host {_fmt(eager_split.get('host_ms'))} ms, device {_fmt(eager_split.get('gpu_ms'), 3)} ms")
         if ps.get("kernel_sum_ms") is not None:
             dnote += f"; peer kernel sum (torch.profiler) {ps['kernel_sum_ms']:.2f} ms"
         for k in ("error", "profiler_error"):

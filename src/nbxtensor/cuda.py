@@ -38,6 +38,7 @@ from .device.cuda import driver as _drv
 from .device.cuda import stream as _stream
 from .device.cuda.context import CudaDeviceProperties, DeviceGuard
 from .device.cuda.driver import CudaError
+from .device.cuda.graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing
 from .device.cuda.stream import Event, Stream, StreamContext
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "device_of",
@@ -46,7 +47,8 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "synchronize", "empty_cache", "memory_allocated", "memory_reserved", "max_memory_allocated",
            "max_memory_reserved", "reset_peak_memory_stats", "memory_stats", "mem_get_info", "pin_memory",
            "is_pinned", "record_stream", "driver_version", "init", "is_initialized", "OutOfMemoryError",
-           "CudaError", "CudaDeviceProperties", "can_device_access_peer"]
+           "CudaError", "CudaDeviceProperties", "can_device_access_peer", "CUDAGraph", "graph", "graph_pool_handle",
+           "is_current_stream_capturing"]
 
 
 def is_available() -> bool:

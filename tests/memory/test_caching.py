@@ -302,3 +302,48 @@ def test_random_sequences_keep_the_invariants(ops):
         alloc.free(b)
     alloc.empty_cache()
     assert alloc.reserved == 0 and raw.live == {} and alloc.allocated == 0
+
+
+def test_a_held_private_pool_is_kept_from_empty_cache_and_from_other_streams(alloc, raw):
+    pool = -3                                 # a graph's private pool: a stream key no stream has
+    a = alloc.malloc(4096, stream=pool)
+    seg_ptr = a.ptr
+    alloc.hold_pool(pool)
+    alloc.free(a)                             # freed during capture: cached for the pool only
+    b = alloc.malloc(4096, stream=0)
+    assert b.ptr != seg_ptr                   # the default stream does not take the pool's memory
+    alloc.free(b)
+    alloc.empty_cache()                       # the default stream's segment goes, the held pool's stays
+    assert alloc.segments() == [(seg_ptr, SMALL_BUFFER, True, pool, 1)] and alloc.held_pools() == {pool: 1}
+    assert alloc.malloc(4096, stream=pool).ptr == seg_ptr   # a later capture into the same pool reuses it
+    alloc.free(alloc.live_blocks()[0])
+    alloc.release_pool(pool)
+    alloc.empty_cache()                       # no holder left: returned to the device
+    assert alloc.reserved == 0 and raw.live == {} and alloc.held_pools() == {}
+    with pytest.raises(RuntimeError, match="release_pool: pool -3 is not held"):
+        alloc.release_pool(pool)
+
+
+def test_pools_held_twice_need_two_releases(alloc):
+    alloc.hold_pool(-1)
+    alloc.hold_pool(-1)
+    alloc.release_pool(-1)
+    assert alloc.held_pools() == {-1: 1}
+    alloc.release_pool(-1)
+    assert alloc.held_pools() == {}
+
+
+def test_no_event_is_queried_while_a_capture_is_under_way(alloc, raw):
+    a = alloc.malloc(4096, stream=1)
+    alloc.record_stream(a, 2)
+    alloc.free(a)
+    raw.complete(2)
+    alloc.capturing = 1                       # a graph capture forbids event queries (cuEventQuery)
+    queried = []
+    orig = raw.event_done
+    raw.event_done = lambda ev: queried.append(ev) or orig(ev)
+    alloc.malloc(4096, stream=1)
+    assert queried == [] and alloc.memory_stats()["pending_frees"] == 1
+    alloc.capturing = 0
+    alloc.malloc(4096, stream=1)
+    assert len(queried) == 1 and alloc.memory_stats()["pending_frees"] == 0

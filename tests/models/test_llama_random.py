@@ -92,3 +92,38 @@ def test_step_input_cpu_and_queued_cuda_copy(monkeypatch):
     out = L._step_input(np.full(2, 7), T.int32, FakeDev())
     assert tuple(out.shape) == (2,) and out.dtype is nbx.int32
     assert calls == [(0, np.dtype(np.uint8), 8, True)]  # queued: the backend's non-blocking host-to-device copy
+
+
+# -- decode_step (a CUDA graph replay on CUDA, the eager step elsewhere) -------------------------------------------
+def _two_layer(device, dtype):
+    return LlamaModel.random({**CFG, "num_hidden_layers": 2}, device=device, dtype=dtype, seed=5)
+
+
+def test_decode_step_equals_the_eager_forward_step(device):
+    dt = T.bfloat16 if str(device).startswith("cuda") else T.float32
+    m = _two_layer(device, dt)
+    prompt = [3, 14, 15, 92, 65]
+    a, b = m.new_cache(1, 16), m.new_cache(1, 16)
+    m.forward([prompt], a)
+    m.forward([prompt], b)
+    for t in (35, 89, 79, 32):
+        got = _host(m.decode_step([t], a)).copy()        # the graph's static output is overwritten by later steps
+        want = _host(m.forward([[t]], b))
+        assert got.tobytes() == want.tobytes() and a.length == b.length
+    assert (a.graph is not None) == (m.cuda_graphs and str(device).startswith("cuda"))
+    with pytest.raises(IndexError, match=r"token ids must lie in \[0, 97\)"):
+        m.decode_step([97], a)
+    with pytest.raises(RuntimeError, match="tokens for a cache of batch 1"):
+        m.decode_step([1, 2], a)
+
+
+def test_generate_gives_the_same_tokens_with_and_without_graphs(device):
+    if not str(device).startswith("cuda"):
+        pytest.skip("CUDA graphs need a CUDA device")
+    m = _two_layer(device, T.bfloat16)
+    cache = m.new_cache(1, 40)
+    with_graphs = list(m.generate([1, 2, 3], 12, stop_ids=[], cache=cache))
+    again = list(m.generate([1, 2, 3], 12, stop_ids=[], cache=cache))   # the cache's graph replays again
+    m.cuda_graphs = False
+    eager = list(m.generate([1, 2, 3], 12, stop_ids=[]))
+    assert with_graphs == again == eager and cache.graph is not None

@@ -200,3 +200,42 @@ def test_missing_tokenizers_package_says_how_to_install(monkeypatch):
 def test_weights_dtype_follows_the_request():
     enc = SentenceEncoder(minilm_path(), dtype=nbx.bfloat16)
     assert enc.encoder.word.dtype is nbx.bfloat16 and enc.encode(["a"]).dtype is nbx.bfloat16
+
+
+# -- CUDA graphs (the packing and the captured body run on every device; capture and replay on CUDA) ----------
+@pytest.mark.parametrize("modes", [["mean"], ["mean_sqrt_len_tokens", "mean"]])
+def test_the_graph_body_on_packed_static_inputs_equals_the_eager_pass(tmp_path, modes):
+    pooling = {"word_embedding_dimension": 384, "pooling_mode": modes}
+    enc = SentenceEncoder(minilm_variant(tmp_path / "m", pooling=pooling))
+    toks = enc.tokenize(SENTS)
+    ids, types, mask = enc._pad(toks)
+    pool_mask = mask.copy()
+    pool_mask[:, :1] = 0                                  # as a prompt excluded from pooling does
+    eager = enc._normalize(enc._pool(enc.encoder(ids, mask, types), pool_mask)).numpy()
+    key, layout, host = enc._pack(ids, types, mask, pool_mask)
+    assert key == (3, ids.shape[1], True) and all(off % 16 == 0 for _, off, _, _ in layout)
+    got = enc._graph_body(*enc._static_args(nbx.from_numpy(host), layout)).numpy()
+    assert got.tobytes() == eager.tobytes()
+
+
+def test_packing_checks_the_token_ids_on_the_host():
+    enc = SentenceEncoder(minilm_path())
+    ids, types, mask = enc._pad(enc.tokenize(["hello there"]))
+    ids[0, 1] = 30522                                     # one past the vocabulary
+    with pytest.raises(IndexError, match=r"token ids must lie in \[0, 30522\)"):
+        enc._pack(ids, types, mask, mask)
+
+
+def test_cuda_graph_replays_equal_eager_passes_byte_for_byte(device):
+    if not str(device).startswith("cuda"):
+        pytest.skip("CUDA graphs need a CUDA device")
+    enc = SentenceEncoder(minilm_path(), device=device)
+    assert enc.cuda_graphs
+    sents = SENTS + ["one", "a somewhat longer sentence here"]
+    enc.max_graphs = 2
+    graphed = [enc.encode(sents, batch_size=b).cpu().numpy() for b in (1, 2, 5, 1)]
+    assert 1 <= len(enc._graphs) <= 2                     # least recently used graphs were dropped
+    enc.cuda_graphs = False
+    eager = [enc.encode(sents, batch_size=b).cpu().numpy() for b in (1, 2, 5, 1)]
+    for g, e in zip(graphed, eager):
+        assert g.tobytes() == e.tobytes()

@@ -129,6 +129,8 @@ class CachingAllocator:
         self.num_alloc_retries = 0
         self.num_ooms = 0
         self.trace: list[tuple] | None = None
+        self._held: dict[int, int] = {}   # pool key -> holders (captured graphs): never released, never evented
+        self.capturing = 0                # captures under way on this device: no event queries meanwhile
 
     # -- helpers ------------------------------------------------------------------------------------
     def _add(self, kind: int, pool: int, delta: int) -> None:
@@ -184,7 +186,7 @@ class CachingAllocator:
         with self._lock:
             if self._deferred:
                 self._run_deferred()
-            if self._pending:
+            if self._pending and not self.capturing:
                 self._process_events()
             # -- best fit from the cache ---------------------------------------------------------
             fl = (self._fsmall if small else self._flarge).get(stream)
@@ -462,8 +464,9 @@ class CachingAllocator:
         if self._pending:
             self.raw.synchronize()
             self._process_events()
-        whole = [b for d in (self._fsmall, self._flarge) for fl in d.values() for b in fl.blocks.values()
-                 if b.prev is None and b.next is None and b.size == b.segment.size]
+        held = self._held
+        whole = [b for d in (self._fsmall, self._flarge) for key, fl in d.items() if key not in held
+                 for b in fl.blocks.values() if b.prev is None and b.next is None and b.size == b.segment.size]
         if not whole:
             return
         # Cached blocks may still be read by work queued before their free; wait for it before releasing.
@@ -485,6 +488,35 @@ class CachingAllocator:
             if self._deferred:
                 self._run_deferred()
             self._release_cached()
+
+    # -- private pools (captured graphs) -------------------------------------------------------------
+    def hold_pool(self, key: int) -> None:
+        """Keep the cached blocks allocated under ``key`` (a private pool: a stream key no stream has, used by a
+        captured CUDA graph) out of :meth:`empty_cache` and out of every other key's reuse, until the matching
+        :meth:`release_pool`. A captured graph replays into those blocks, so they must stay its own while it
+        lives (PyTorch's graph-private memory pools, c10/cuda/CUDACachingAllocator.cpp)."""
+        with self._lock:
+            self._held[key] = self._held.get(key, 0) + 1
+
+    def release_pool(self, key: int) -> None:
+        """Undo one :meth:`hold_pool`; when no holder is left, the pool's wholly free segments go back to the
+        device at the next :meth:`empty_cache`.
+
+        Raises:
+            RuntimeError: ``key`` is not held.
+        """
+        with self._lock:
+            n = self._held.get(key, 0)
+            check(n > 0, lambda: f"{self.name} release_pool: pool {key} is not held")
+            if n == 1:
+                del self._held[key]
+            else:
+                self._held[key] = n - 1
+
+    def held_pools(self) -> dict[int, int]:
+        """``{pool key: holders}`` of the private pools held now."""
+        with self._lock:
+            return dict(self._held)
 
     # -- lookups ------------------------------------------------------------------------------------
     def find(self, ptr: int) -> Block | ExternalBlock | None:

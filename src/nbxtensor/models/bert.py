@@ -297,7 +297,21 @@ class BertEncoder:
                   f"{tuple(m.shape)}", ValueError)
             if not m.astype(bool).all():  # an all-ones mask is no mask: the kernel's unmasked path
                 mask = _tensor(m.astype(bool).reshape(B, 1, 1, L), device=self.device)
+        return self.forward(ids, tt, mask)
 
+    def forward(self, ids: Tensor, tt: Tensor | None, mask: Tensor | None) -> Tensor:
+        """The last hidden state from device tensors alone (no host reads or copies: capturable in a CUDA graph).
+
+        Args:
+            ids: [B, L] int64/int32 token ids on the encoder's device (checked by :meth:`__call__`).
+            tt: None (segment 0 everywhere) or [B, L] segment ids on the device.
+            mask: None, or a [B, 1, 1, L] bool tensor on the device, True for the keys that take part.
+
+        Returns:
+            [B, L, hidden_size] in the compute dtype.
+        """
+        c = self.config
+        B, L = ids.shape
         H, nh, hd = c.hidden_size, c.num_attention_heads, c.head_dim
         h = F.embedding(ids, self.word) + self.position[:L]
         h = h + (F.embedding(tt, self.token_type) if tt is not None else self.token_type[0])

@@ -151,6 +151,7 @@ class KVCache:
         self.k = [new_empty(shape, dtype, device).zero_() for _ in range(cfg.num_hidden_layers)]
         self.v = [new_empty(shape, dtype, device).zero_() for _ in range(cfg.num_hidden_layers)]
         self.batch, self.capacity, self.length = batch, capacity, 0
+        self.graph = None   # (static input buffer, CUDAGraph, static logits) of LlamaModel.decode_step, once captured
 
     @property
     def nbytes(self) -> int:
@@ -267,6 +268,9 @@ class LlamaModel:
         self.dtype = T.dtype_from(dtype)
         self.codec = codec
         self.source = source
+        #: Decode steps on CUDA replay a CUDA graph captured per cache (:meth:`decode_step`); False (or the
+        #: environment variable NBX_CUDA_GRAPHS=0) runs them eagerly.
+        self.cuda_graphs = self.device.type == "cuda" and os.environ.get("NBX_CUDA_GRAPHS", "1") != "0"
         H, D = cfg.hidden_size, cfg.head_dim
         self._w = {}
 
@@ -515,6 +519,20 @@ class LlamaModel:
             h = self._embed_row(int(np.asarray(input_ids).reshape(-1)[0]))
         else:
             h = F_emb(ids, self.embed)
+        out = self._layers(h, cache, pos, lens, lens_after, inv, mask, start, all_logits)
+        cache.length = start + S
+        return out
+
+    def _layers(self, h: Tensor, cache: KVCache, pos: Tensor, lens: Tensor, lens_after: Tensor | None, inv: Tensor,
+                mask, start: int, all_logits: bool = False) -> Tensor:
+        """The decoder layers, final norm and head over embeddings ``h [B, S, hidden]`` at positions ``pos``.
+        With ``S == 1`` it reads nothing from the host but tensors (``start`` only shapes the prefill's views), so a
+        decode step can be captured in a CUDA graph; ``cache.length`` is left to the caller."""
+        cfg = self.config
+        F_rms, F_rope, F_app = _fn("rms_norm"), _fn("rotary_embedding"), _fn("kv_cache_append")
+        F_sdpa, F_dec = _fn("scaled_dot_product_attention"), _fn("decode_attention")
+        B, S = h.shape[0], h.shape[1]
+        Hq, Hk, D, H = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size
         for i, lay in enumerate(self.layers):
             x = F_rms(h, (H,), lay["in_norm"], cfg.rms_norm_eps)
             if "qkv" in lay:  # one product for q, k and v; the three are views of its output
@@ -545,10 +563,71 @@ class LlamaModel:
             g = self._lin(x, lay["gate"], lay["gate_b"], activation="silu")
             m = g * self._lin(x, lay["up"], lay["up_b"])
             h = self._lin(m, lay["down"], lay["down_b"], residual=h)
-        cache.length = start + S
         if not all_logits:
             h = h[:, -1]
         return self._lin(F_rms(h, (H,), self.norm, cfg.rms_norm_eps), self.lm_head)
+
+    def decode_step(self, tokens, cache: KVCache) -> Tensor:
+        """One decode step: ``tokens`` (one id per sequence of the cache's batch) at position ``cache.length``;
+        returns the logits ``[batch, vocab]`` and advances the cache by one.
+
+        On CUDA (with :attr:`cuda_graphs`, and a rope schedule that does not change with the length) the step runs
+        as a CUDA graph captured on the cache's first step and replayed after: one driver call instead of a few
+        hundred Python launches. The first step is run eagerly, then captured and replayed, and the replay must
+        give the same logits bytes (the step writes the same key/value rows again); the returned tensor is then
+        the graph's static output, overwritten by the next step (copy it to keep it).
+
+        Raises:
+            IndexError: a token id outside the vocabulary.
+            RuntimeError: the cache is full or its batch differs; a captured step that replays differently.
+        """
+        toks = [int(t) for t in tokens]
+        V = self.config.vocab_size
+        B, start = cache.batch, cache.length
+        check(len(toks) == B, lambda: f"decode_step: {len(toks)} tokens for a cache of batch {B}")
+        check(all(0 <= t < V for t in toks), lambda: f"decode_step: token ids must lie in [0, {V}), got {toks}",
+              IndexError)
+        if not (self.cuda_graphs and self.device.type == "cuda" and self.rope.rope_type != "dynamic"):
+            return self.forward([[t] for t in toks], cache)
+        check(start + 1 <= cache.capacity, lambda: f"forward: 1 new tokens at position {start} do not fit a cache of "
+              f"capacity {cache.capacity}")
+        host = np.zeros(32 * B + 16, dtype=np.uint8)             # ids int64 [B], pos int64 [1], lens, lens + 1
+        host[:8 * B].view(np.int64)[:] = toks
+        host[8 * B:8 * B + 8].view(np.int64)[0] = start
+        host[16 * B + 16:20 * B + 16].view(np.int32)[:] = start
+        host[24 * B + 16:28 * B + 16].view(np.int32)[:] = start + 1
+        st = cache.graph
+        if st is not None:
+            buf, graph, out = st
+            buf.copy_(from_host_array(host, T.uint8, _device("cpu")))
+            graph.replay()
+            cache.length = start + 1
+            return out
+        from .. import cuda as _cuda
+        buf = from_host_array(host, T.uint8, self.device)
+        ids = buf[:8 * B].view(T.int64).view(B, 1)
+        pos = buf[8 * B:8 * B + 8].view(T.int64)
+        lens = buf[16 * B + 16:20 * B + 16].view(T.int32)
+        lens_after = buf[24 * B + 16:28 * B + 16].view(T.int32)
+        inv = self.rope.frequencies()
+        F_emb = _fn("embedding")
+
+        def body():
+            return self._layers(F_emb(ids, self.embed), cache, pos, lens, lens_after, inv, None, start)
+        ref = body().cpu().numpy()                # the eager step: compiles, writes row `start`, the reference
+        graph = _cuda.CUDAGraph()
+        with _cuda.graph(graph):
+            out = body()
+        graph.replay()                            # writes the same key/value rows again
+        got = out.cpu().numpy()
+        if got.tobytes() != ref.tobytes():
+            graph.reset()
+        check(got.tobytes() == ref.tobytes(), lambda: "decode_step: the captured CUDA graph replayed to other logits "
+              f"than the eager step ({int((got != ref).sum())} of {got.size} differ); set model.cuda_graphs = False "
+              "(or NBX_CUDA_GRAPHS=0) to run eagerly, and report this")
+        cache.graph = (buf, graph, out)
+        cache.length = start + 1
+        return out
 
     def generate(self, prompt_ids, max_new_tokens: int = 32, *, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0, seed: int | None = None,
@@ -606,7 +685,7 @@ class LlamaModel:
             if tok in stops or step + 1 == max_new_tokens:
                 return
             seen.append(tok)
-            logits = self.forward([[tok]], cache)
+            logits = self.decode_step([tok], cache)
 
     def __repr__(self) -> str:
         c = self.config

@@ -32,6 +32,7 @@ results do not depend on the grouping) and returns rows in the input order.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pathlib
@@ -42,7 +43,8 @@ import numpy as np
 from .._errors import check
 from ..device.base import device as as_device
 from ..nn import functional as F
-from ..tensor import Tensor, empty
+from ..dtypes import table as _T
+from ..tensor import Tensor, empty, from_numpy
 from ..tensor.creation import tensor as _tensor
 from .bert import BertConfig, BertEncoder, as_compute_dtype
 
@@ -194,6 +196,14 @@ class SentenceEncoder:
         self.dimension = config.hidden_size * len(self.pooling.modes)
         self._tokenizer_setup(tdir, config)
         self.encoder = BertEncoder.from_pretrained(tdir, device=self.device, dtype=self.dtype)
+        #: On CUDA, each (batch, length, padded or not) shape's forward pass, pooling and normalisation run as a
+        #: captured CUDA graph, replayed with one driver call (a batch-1 pass is ~60 kernels whose Python launch
+        #: cost exceeds their GPU time). A graph is used only after its first replay matched the eager pass byte
+        #: for byte. Pooling modes other than mean / mean_sqrt_len_tokens run eagerly. False (or the
+        #: environment variable NBX_CUDA_GRAPHS=0) runs every pass eagerly.
+        self.cuda_graphs = self.device.type == "cuda" and os.environ.get("NBX_CUDA_GRAPHS", "1") != "0"
+        self.max_graphs = 8   # least recently used graphs beyond this are dropped (each holds its own memory)
+        self._graphs: collections.OrderedDict = collections.OrderedDict()
 
     def _tokenizer_setup(self, tdir: pathlib.Path, config: BertConfig) -> None:
         fn = "SentenceEncoder"
@@ -287,6 +297,96 @@ class SentenceEncoder:
     def _normalize(x: Tensor) -> Tensor:
         return x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
+    # -- CUDA graphs ----------------------------------------------------------------------------------------
+    _GRAPH_MODES = frozenset(("mean", "mean_sqrt_len_tokens"))
+
+    def _graph_body(self, ids: Tensor, tt: Tensor, pool_mask: Tensor, count: Tensor, mask: Tensor | None) -> Tensor:
+        """Forward, mean-family pooling and normalisation from device tensors only (what a graph captures);
+        the same operations as the eager path (:meth:`_pool` for these modes)."""
+        h = self.encoder.forward(ids, tt, mask)
+        mean_sum = (h.float() * pool_mask).sum(dim=1)
+        outs = [(mean_sum / (count if mode == "mean" else count.sqrt())).to(h.dtype) for mode in self.pooling.modes]
+        v = outs[0]
+        if len(outs) > 1:
+            B, H = v.shape
+            v = empty(B, H * len(outs), dtype=h.dtype, device=h.device)
+            for i, o in enumerate(outs):
+                v[:, i * H:(i + 1) * H].copy_(o)
+        return self._normalize(v) if self.normalize else v
+
+    @staticmethod
+    def _layout(B: int, L: int, masked: bool) -> tuple[list[tuple[str, int, object, tuple]], int]:
+        """Byte offsets of the static inputs packed in one buffer (one host-to-device copy per batch)."""
+        parts = [("ids", 8, _T.int64, (B, L)), ("tt", 8, _T.int64, (B, L)), ("pool_mask", 4, _T.float32, (B, L, 1)),
+                 ("count", 4, _T.float32, (B, 1))] + ([("mask", 1, _T.bool_, (B, 1, 1, L))] if masked else [])
+        out, off = [], 0
+        for name, size, dt, shape in parts:
+            out.append((name, off, dt, shape))
+            off += (size * int(np.prod(shape)) + 15) // 16 * 16
+        return out, off
+
+    def _pack(self, ids: np.ndarray, types: np.ndarray, mask: np.ndarray, pool_mask: np.ndarray):
+        """``(key, layout, host bytes)``: a batch's static inputs packed as :meth:`_layout` places them, after the
+        host-side range check of the ids (a graph cannot read embedding's on-device flag)."""
+        B, L = ids.shape
+        masked = not mask.astype(bool).all()
+        V, TV = self.encoder.word.shape[0], self.encoder.token_type.shape[0]
+        check(0 <= ids.min() and ids.max() < V and 0 <= types.min() and types.max() < TV,
+              lambda: f"SentenceEncoder.encode: token ids must lie in [0, {V}) and token type ids in [0, {TV}), got "
+              f"ids in [{ids.min()}, {ids.max()}] and types in [{types.min()}, {types.max()}]", IndexError)
+        layout, nbytes = self._layout(B, L, masked)
+        host = np.zeros(nbytes, dtype=np.uint8)
+        vals = {"ids": ids, "tt": types, "pool_mask": pool_mask.astype(np.float32),
+                "count": np.maximum(pool_mask.sum(axis=1).astype(np.float32), 1e-9), "mask": mask.astype(bool)}
+        for name, off, dt, shape in layout:
+            a = np.ascontiguousarray(vals[name], dtype=dt.numpy).reshape(-1)
+            host[off:off + a.nbytes] = a.view(np.uint8)
+        return (B, L, masked), layout, host
+
+    @staticmethod
+    def _static_args(buf: Tensor, layout) -> tuple:
+        """The :meth:`_graph_body` arguments as typed views of the packed buffer ``buf``."""
+        v = {name: buf[off:off + dt.itemsize * int(np.prod(shape))].view(dt).view(*shape)
+             for name, off, dt, shape in layout}
+        return v["ids"], v["tt"], v["pool_mask"], v["count"], v.get("mask")
+
+    def _replay(self, ids: np.ndarray, types: np.ndarray, mask: np.ndarray, pool_mask: np.ndarray) -> Tensor:
+        """The pooled (and normalised) batch from this shape's captured graph, capturing it on first use.
+
+        Raises:
+            IndexError: a token id or token type id outside its table.
+            RuntimeError: the first replay of a new graph differs from the eager pass (the graph is dropped).
+        """
+        fn = "SentenceEncoder.encode"
+        key, layout, host = self._pack(ids, types, mask, pool_mask)
+        B, L, _ = key
+        e = self._graphs.get(key)
+        if e is not None:
+            self._graphs.move_to_end(key)
+            buf, graph, out = e
+            buf.copy_(from_numpy(host))
+            graph.replay()
+            return out
+        from .. import cuda as _cuda
+        buf = empty(host.size, dtype=_T.uint8, device=self.device)
+        buf.copy_(from_numpy(host))
+        args = self._static_args(buf, layout)
+        ref = self._graph_body(*args).cpu().numpy()          # the eager pass: compiles, and is the reference
+        graph = _cuda.CUDAGraph()
+        with _cuda.graph(graph):
+            out = self._graph_body(*args)
+        graph.replay()
+        got = out.cpu().numpy()
+        if got.tobytes() != ref.tobytes():
+            graph.reset()
+        check(got.tobytes() == ref.tobytes(), lambda: f"{fn}: the CUDA graph captured for batch {B}, length {L} "
+              f"replayed to a different result than the eager pass ({int((got != ref).sum())} of {got.size} values "
+              "differ); set cuda_graphs = False (or NBX_CUDA_GRAPHS=0) to run eagerly, and report this")
+        self._graphs[key] = (buf, graph, out)
+        while len(self._graphs) > self.max_graphs:
+            self._graphs.popitem(last=False)[1][1].reset()
+        return out
+
     # -- public ---------------------------------------------------------------------------------------------
     def encode(self, sentences, batch_size: int = 32, *, prompt: str | None = None) -> Tensor:
         """Embed sentences.
@@ -325,13 +425,15 @@ class SentenceEncoder:
         for start in range(0, N, int(batch_size)):
             idx = order[start:start + int(batch_size)]
             ids, types, mask = self._pad([toks[i] for i in idx])
-            h = self.encoder(ids, mask, types)
             pool_mask = mask.copy()
             if prompt_len:
                 pool_mask[:, :prompt_len] = 0  # right padding: the prompt occupies the first tokens
-            v = self._pool(h, pool_mask)
-            if self.normalize:
-                v = self._normalize(v)
+            if self.cuda_graphs and self.device.type == "cuda" and self._GRAPH_MODES.issuperset(self.pooling.modes):
+                v = self._replay(ids, types, mask, pool_mask)
+            else:
+                v = self._pool(self.encoder(ids, mask, types), pool_mask)
+                if self.normalize:
+                    v = self._normalize(v)
             sorted_out[start:start + len(idx)].copy_(v)
         inverse = np.empty(N, dtype=np.int64)
         inverse[np.asarray(order)] = np.arange(N)

@@ -31,6 +31,7 @@ import numpy as np
 
 from .._errors import check
 from ..dtypes import table as T
+from ..device.cuda import graphs as _graphs
 from ..dtypes.casting import cast_array
 from ..runtime.configs import launch_config
 from ..runtime.configs import state as config_state
@@ -276,7 +277,11 @@ def _driver(rec, args, *, out=None, inplace=None):
     impl = registry.impl(fn, weight.device.type)
     impl(flat, weight, res.view(n, D), err, max_norm=max_norm, norm_type=float(args["norm_type"]))
     if impl is rec.triton:  # the kernel flagged indices outside [0, num_embeddings): read it (a stream sync)
-        check(int(err.item()) == 0, _OOR, IndexError)
+        g = _graphs.capture_of(weight.device.index) if weight.device.type == "cuda" else None
+        if g is None:
+            check(int(err.item()) == 0, _OOR, IndexError)
+        else:  # inside a graph capture no host read can happen: the graph reads the flag in check_errors()
+            g.defer_check(err, _OOR, IndexError)
     return res
 
 

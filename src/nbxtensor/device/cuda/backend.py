@@ -74,6 +74,19 @@ class CudaRawMemory:
 
 _allocators: dict[int, CachingAllocator] = {}
 
+# (device index, stream handle) -> private pool key, for the streams a CUDA graph is being captured on
+# (:mod:`.graphs`): allocations queued there come from the graph's pool. Empty unless a capture is under way.
+capture_routes: dict[tuple[int, int], int] = {}
+
+
+def _refuse_capture(i: int, what: str) -> None:
+    """Host <-> device copies cannot be part of a captured graph (the host side is not replayed): refuse one on a
+    capturing stream before the driver invalidates the capture with a less clear error."""
+    s = current_stream_handle(i)
+    check((i, s) not in capture_routes, lambda: f"{what}: a copy between host and device memory on cuda:{i} while "
+          "a CUDA graph is being captured on its current stream (a .item(), .cpu(), .numpy() or a host tensor "
+          "moved to the GPU inside the captured code); do it before or after the capture")
+
 
 def allocator(index: int) -> CachingAllocator:
     """The caching allocator of CUDA device ``index`` (created on first use)."""
@@ -164,7 +177,10 @@ class CudaBackend:
         a = _allocators.get(i)
         if a is None:
             a = allocator(i)
-        b = a.malloc(nbytes, current_stream_handle(i))
+        s = current_stream_handle(i)
+        if capture_routes:
+            s = capture_routes.get((i, s), s)
+        b = a.malloc(nbytes, s)
         return CudaStorage(dev, nbytes, b.ptr, b, self)
 
     def write(self, dst: Storage, offset: int, src: np.ndarray, non_blocking: bool = False) -> None:
@@ -179,6 +195,8 @@ class CudaBackend:
         check(not dst.readonly, "cuda write: the destination storage is read-only")
         _span(dst, offset, int(src.nbytes), "cuda write", "dst")
         i = dst.device.index
+        if capture_routes:
+            _refuse_capture(i, "cuda write")
         copies.h2d(dst.ptr + offset, src, i, current_stream_handle(i), non_blocking)
 
     def read(self, src: Storage, offset: int, nbytes: int) -> np.ndarray:
@@ -192,6 +210,8 @@ class CudaBackend:
         _span(src, offset, nbytes, "cuda read", "src")
         out = np.empty(nbytes, dtype=np.uint8)
         i = src.device.index
+        if capture_routes:
+            _refuse_capture(i, "cuda read")
         copies.d2h(out, src.ptr + offset, i, current_stream_handle(i))
         return out
 
@@ -201,6 +221,8 @@ class CudaBackend:
         _live(src, "cuda read", "src")
         _span(src, offset, int(out.nbytes), "cuda read", "src")
         i = src.device.index
+        if capture_routes:
+            _refuse_capture(i, "cuda read")
         copies.d2h(out, src.ptr + offset, i, current_stream_handle(i), non_blocking)
 
     def copy(self, dst: Storage, dst_offset: int, src: Storage, src_offset: int, nbytes: int) -> None:
