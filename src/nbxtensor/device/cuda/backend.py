@@ -34,7 +34,18 @@ class CudaRawMemory:
 
     def malloc(self, nbytes: int) -> int:
         C.ensure_context(self.index)
-        r = D.cu.cuMemAlloc(nbytes)
+        if capture_routes:
+            # A new segment for a graph's private pool: cuMemAlloc is refused while this thread captures
+            # (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, seen on the H200) unless the thread's capture mode is relaxed
+            # for the call, as PyTorch's allocator does (c10/cuda CUDAStreamCaptureModeGuard around cudaMalloc).
+            relaxed = D.cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+            prev = D.call(D.cu.cuThreadExchangeStreamCaptureMode, relaxed)
+            try:
+                r = D.cu.cuMemAlloc(nbytes)
+            finally:
+                D.cu.cuThreadExchangeStreamCaptureMode(prev)
+        else:
+            r = D.cu.cuMemAlloc(nbytes)
         code = int(r[0])
         if code == D.OUT_OF_MEMORY:
             raise RawOutOfMemory(nbytes)
