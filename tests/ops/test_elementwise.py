@@ -548,3 +548,135 @@ def test_fast_bodies_round_like_the_oracle(name, dt, device):
     if device == "cpu" and not H.INTERPRET:
         pytest.skip("the cpu device computes with NumPy; the bodies run under the interpreter or on a GPU")
     H.check_fast_dense(registry.get(name), {}, dt, device)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Floor division and remainder of floats: the one-division kernels (ops/triton_helpers.py) against ATen's
+# fmod-based formulas evaluated by NumPy (elementwise._np_div_floor / _np_remainder), bit for bit
+# ---------------------------------------------------------------------------------------------------------
+def _same_bits(got, exp):
+    g, e = np.asarray(got), np.asarray(exp)
+    return (g == e) & (np.signbit(g) == np.signbit(e)) | (np.isnan(g) & np.isnan(e))
+
+
+def _divisors16(dt, k, seed):
+    """Special divisors of ``dt`` (signed zeros, infinities, NaN, subnormal extremes, the largest value, powers
+    of two, odd mantissas) and ``k`` random bit patterns, as float32."""
+    import ml_dtypes
+    info = ml_dtypes.finfo(dt.numpy)
+    sub = float(info.smallest_subnormal)
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, sub, -sub, float(info.max), -float(info.max), 1.0, -1.0, 2.0,
+               -0.5, 3.0, -3.0, 7.0, 0.1, -0.3, float(info.tiny), 255.0, 1e-3]
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 1 << 16, k).astype(np.uint16).view(dt.numpy).astype(np.float32)
+    return np.concatenate([cast_array(np.array(special, np.float32), T.float32, dt).astype(np.float32), bits])
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=["bfloat16", "float16"])
+def test_floor_divide_and_remainder_16bit_every_dividend(dt, device):
+    """floor_divide, div(rounding_mode='floor') and remainder of float16/bfloat16 tensors (the one-division
+    kernels: floordiv_float16 with no fmod, remainder_float's fma path and its fmod fallback for quotients of
+    2**22 and more) equal ATen's formulas computed in float32 and rounded once, bit for bit: every one of the
+    65 536 dividends against special and sampled divisors (NBX_TEST_EXHAUSTIVE=1: every divisor)."""
+    import os
+    from nbxtensor.ops.elementwise import _np_div_floor, _np_remainder
+    from nbxtensor.runtime import configs
+    a16 = np.arange(1 << 16, dtype=np.uint16).view(dt.numpy)
+    a = nbx.from_numpy(a16).to(device)
+    if os.environ.get("NBX_TEST_EXHAUSTIVE") == "1":
+        divisors = a16.astype(np.float32)
+    else:
+        divisors = _divisors16(dt, 3 if H.QUICK else 24, seed=4 + (dt is T.float16))
+    af = a16.astype(np.float32)
+    with np.errstate(all="ignore"), configs.override("pointwise", BLOCK=1 << 16):
+        for bv in divisors:
+            b = nbx.full((1 << 16,), float(bv), dtype=dt, device=device)
+            bf = np.full_like(af, bv)
+            for name, got, ref in (
+                    ("floor_divide", nbx.floor_divide(a, b), _np_div_floor),
+                    ("div floor", nbx.div(a, b, rounding_mode="floor"), _np_div_floor),
+                    ("remainder", a % b, _np_remainder)):
+                exp = cast_array(ref(af, bf).astype(np.float32), T.float32, dt)
+                g = got.cpu().numpy()
+                ok = _same_bits(g.astype(np.float32), exp.astype(np.float32))
+                assert ok.all(), (name, float(bv), af[~ok][:5], g[~ok][:5], exp[~ok][:5])
+
+
+@pytest.mark.parametrize("dt", [T.float32, T.float64], ids=["float32", "float64"])
+def test_floor_divide_and_remainder_large_quotients(dt, device):
+    """float32/float64 floor division and remainder take one division and an fma below 2**21 (2**50), and
+    ATen's fmod-based steps for larger quotients: blocks mixing both, subnormal, huge and zero operands, and
+    quotients next to the thresholds, bit for bit against ATen's formulas in the same dtype."""
+    from nbxtensor.ops.elementwise import _np_div_floor, _np_remainder
+    rng = np.random.default_rng(11)
+    npd = dt.numpy
+    n = 600 if dt is T.float32 else 150
+    lim = 2.0 ** (21 if dt is T.float32 else 50)
+    a = np.concatenate([rng.uniform(-50, 50, n), rng.uniform(-1, 1, n) * lim * rng.choice([0.5, 1, 2, 4, 2 ** 10], n),
+                        [lim, -lim, lim * 2 - 1, 1e30 if dt is T.float32 else 1e300, 3.0, -3.0, 0.0, -0.0,
+                         np.inf, -np.inf, np.nan, 5e-45 if dt is T.float32 else 5e-324, 7.0, -7.0]]).astype(npd)
+    b = np.concatenate([rng.uniform(-7, 7, n), rng.uniform(0.2, 3, n) * rng.choice([-1, 1], n),
+                        [1.0, 1.0, -1.0, 3e-7 if dt is T.float32 else 3e-17, 1e-45 if dt is T.float32 else 5e-324,
+                         -2.0, 0.0, 5.0, 2.0, -2.0, 1.0, 3.0, np.inf, -np.inf]]).astype(npd)
+    ta, tb = nbx.from_numpy(a).to(device), nbx.from_numpy(b).to(device)
+    with np.errstate(all="ignore"):
+        eq, er = _np_div_floor(a, b), _np_remainder(a, b)
+    for name, got, exp in (("floor_divide", nbx.floor_divide(ta, tb), eq), ("remainder", ta % tb, er)):
+        g = got.cpu().numpy()
+        ok = _same_bits(g, exp)
+        assert ok.all(), (name, a[~ok][:5], b[~ok][:5], g[~ok][:5], exp[~ok][:5])
+
+
+def test_16bit_floor_division_takes_the_general_body_for_other_operands(device):
+    """The no-fmod body needs operands that are values of the 16-bit output dtype: a Python scalar that
+    bfloat16 cannot hold (0.1, computed in float32) or a float32 output keeps the general body, and the results
+    still equal ATen's formula."""
+    from nbxtensor.ops.elementwise import _floor_body, _div_floor16_b, _div_floor_b, _np_div_floor
+    x = nbx.tensor([1e6, -7.0, 3.0, 1e30], dtype=nbx.bfloat16, device=device)
+    assert _floor_body(x, [x, x]) is _div_floor16_b
+    assert _floor_body(x, [x, np.float32(0.5)]) is _div_floor16_b
+    assert _floor_body(x, [x, np.float32(0.1)]) is _div_floor_b
+    assert _floor_body(x.float(), [x.float(), x.float()]) is _div_floor_b
+    assert _floor_body(x, [x, x.half()]) is _div_floor_b
+    xf = x.cpu().float().numpy()
+    with np.errstate(all="ignore"):
+        exp = cast_array(_np_div_floor(xf, np.full_like(xf, np.float32(0.1))), T.float32, T.bfloat16)
+    got = (x // 0.1).cpu().numpy()
+    assert _same_bits(got.astype(np.float32), exp.astype(np.float32)).all(), (got, exp)
+
+
+def test_unsigned_division_by_zero_in_kernels():
+    """uint8 floor and trunc division by zero give all ones (255, CUDA's -1) in the kernels (``-1`` itself
+    did not compile for unsigned dtypes)."""
+    if not H.INTERPRET:
+        pytest.skip("checks the Triton kernels (interpreter tier)")
+    a, z = nbx.tensor([5, 7], dtype=nbx.uint8), nbx.tensor([0, 2], dtype=nbx.uint8)
+    assert (a // z).tolist() == [255, 3]
+    assert nbx.div(a, z, rounding_mode="trunc").tolist() == [255, 3]
+    assert nbx.div(a, z, rounding_mode="floor").tolist() == [255, 3]
+
+
+# SASS instructions per element on sm_90 (H200), the benchmark's large-tensor launch. Before the one-division
+# kernels (fmod inline, two IEEE divisions): floor_divide/div floor 128.2 (bfloat16), 128.3 (float16), 125.4
+# (float32); remainder 81.1, 79.9, 79.8 -- and uint8 floor division did not compile.
+_DIV_BUDGETS = {
+    ("floor_divide", "bfloat16"): 40, ("floor_divide", "float16"): 40, ("div_floor", "bfloat16"): 40,
+    ("floor_divide", "uint8"): 20,
+}
+
+
+@pytest.mark.skipif(H.INTERPRET, reason="compiles with Triton's real compiler")
+@pytest.mark.parametrize("case", list(_DIV_BUDGETS), ids=["-".join(c) for c in _DIV_BUDGETS])
+def test_sm90_floor_division_instruction_budget(case, monkeypatch):
+    """The bfloat16/float16 floor-division kernels compile for sm_90 with 16-byte accesses and no fmod."""
+    pytest.importorskip("triton")
+    from test_pointwise import _bf16_launch, _compile_as_jit, _sass_per_element
+    name, dtn = case
+    dt = getattr(nbx, dtn)
+    e = lambda: nbx.empty(1024, 8192, dtype=dt)  # noqa: E731
+    call = (lambda: nbx.floor_divide(e(), e())) if name == "floor_divide" else \
+        (lambda: nbx.div(e(), e(), rounding_mode="floor"))
+    kernel, kargs, meta = _bf16_launch(call, monkeypatch)
+    per, ops = _sass_per_element(_compile_as_jit(kernel, kargs, meta), meta)
+    assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
+    assert per <= _DIV_BUDGETS[case], f"{case}: {per:.1f} SASS instructions per element"

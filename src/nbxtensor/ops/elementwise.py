@@ -875,7 +875,7 @@ def _div_trunc_b(x, y, p0, p1, p2):
         r = libdevice.trunc(H.div_rn(x, y))
     else:
         ys = tl.where(y == 0, 1, y)
-        r = tl.where(y == 0, -1, x // ys).to(x.dtype)  # C division truncates
+        r = tl.where(y == 0, (x ^ x) - 1, x // ys)  # C division truncates; a zero divisor gives -1 (all ones)
     return r
 
 
@@ -885,10 +885,44 @@ def _div_floor_b(x, y, p0, p1, p2):
         r = H.floordiv_float(x, y)
     elif x.dtype.is_int_unsigned():
         ys = tl.where(y == 0, 1, y)
-        r = tl.where(y == 0, -1, x // ys).to(x.dtype)
+        r = tl.where(y == 0, (x ^ x) - 1, x // ys)  # all ones: -1 as the unsigned dtype
     else:
         r = H.floordiv_int(x, y)
     return r
+
+
+@jit
+def _div_floor16_b(x, y, p0, p1, p2):
+    # operands and result of one 16-bit float dtype, computed in float32 (see H.floordiv_float16)
+    return H.floordiv_float16(x, y)
+
+
+def _all_16bit(out, inputs) -> bool:
+    """Whether the output is float16/bfloat16 and every operand holds values of that dtype: tensors of it, or
+    scalars (converted to the float32 compute dtype) that it represents exactly."""
+    d = out.dtype
+    if d not in (T.float16, T.bfloat16):
+        return False
+    for x in inputs:
+        if isinstance(x, Tensor):
+            if x.dtype != d:
+                return False
+        else:
+            v = np.asarray(x, dtype=np.float32).reshape(1)
+            back = cast_array(cast_array(v, T.float32, d), d, T.float32)
+            if not (back[0] == v[0] or v[0] != v[0]):
+                return False
+    return True
+
+
+def _floor_body(out, inputs):
+    """The floor-division body for a launch: :func:`_div_floor16_b` where the output and every operand are one
+    float16/bfloat16 dtype (its exactness argument needs both), else :func:`_div_floor_b`."""
+    return _div_floor16_b if _all_16bit(out, inputs) else _div_floor_b
+
+
+def _floor_divide_triton(out, inputs, prom, prm):
+    launch_pointwise(_floor_body(out, inputs), out, inputs, prom.compute)
 
 
 def _np_div_floor(x, y):
@@ -945,7 +979,8 @@ def _div_prepare(a, prom):
 
 
 def _div_triton(out, inputs, prom, prm):
-    body = {None: _div_true_b, "trunc": _div_trunc_b, "floor": _div_floor_b}[prm["rounding_mode"]]
+    rm = prm["rounding_mode"]
+    body = _div_true_b if rm is None else _div_trunc_b if rm == "trunc" else _floor_body(out, inputs)
     launch_pointwise(body, out, inputs, prom.compute)
 
 
@@ -974,8 +1009,8 @@ declare("div", "div(Tensor|Scalar input, Tensor|Scalar other, *, str? rounding_m
                 (lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {"rounding_mode": "floor"}, RuntimeError,
                  "ZeroDivisionError")], cpu_only_errors=("ZeroDivisionError",))
 
-_binary("floor_divide", _div_floor_b, _np_div_floor, _or_div_floor, input_="Tensor|Scalar", dtypes=NUM,
-        domain="divisor",
+_binary("floor_divide", None, _np_div_floor, _or_div_floor, input_="Tensor|Scalar", dtypes=NUM,
+        domain="divisor", triton=_floor_divide_triton,
         dunders={"__floordiv__": "fwd", "__rfloordiv__": "rev", "__ifloordiv__": "inplace"},
         errors=[(lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {}, RuntimeError, "ZeroDivisionError")],
         cpu_only_errors=("ZeroDivisionError",))
