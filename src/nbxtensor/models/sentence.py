@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._errors import check
+from ..device.base import backend_for
 from ..device.base import device as as_device
 from ..nn import functional as F
 from ..dtypes import table as _T
@@ -364,7 +365,7 @@ class SentenceEncoder:
         if e is not None:
             self._graphs.move_to_end(key)
             buf, graph, out = e
-            buf.copy_(from_numpy(host))
+            backend_for(buf.device).write(buf._storage, 0, host, non_blocking=True)   # pinned staging: no sync
             graph.replay()
             return out
         from .. import cuda as _cuda
