@@ -233,9 +233,12 @@ def test_cuda_graph_replays_equal_eager_passes_byte_for_byte(device):
     assert enc.cuda_graphs
     sents = SENTS + ["one", "a somewhat longer sentence here"]
     enc.max_graphs = 2
-    graphed = [enc.encode(sents, batch_size=b).cpu().numpy() for b in (1, 2, 5, 1)]
-    assert 1 <= len(enc._graphs) <= 2                     # least recently used graphs were dropped
-    enc.cuda_graphs = False
-    eager = [enc.encode(sents, batch_size=b).cpu().numpy() for b in (1, 2, 5, 1)]
+    first = enc.encode(sents, batch_size=5).cpu().numpy()
+    assert not enc._graphs                                # a shape seen once runs eagerly
+    graphed = [enc.encode(sents, batch_size=b).cpu().numpy() for b in (5, 1, 1, 2, 2)]
+    assert 1 <= len(enc._graphs) <= 2 and (5, max(len(t) for t, _ in enc.tokenize(sents)), True) not in enc._graphs
+    enc.cuda_graphs = False                               # least recently used graphs were dropped (above)
+    eager = [enc.encode(sents, batch_size=b).cpu().numpy() for b in (5, 1, 1, 2, 2)]
+    assert first.tobytes() == graphed[0].tobytes()
     for g, e in zip(graphed, eager):
         assert g.tobytes() == e.tobytes()

@@ -199,12 +199,15 @@ class SentenceEncoder:
         self.encoder = BertEncoder.from_pretrained(tdir, device=self.device, dtype=self.dtype)
         #: On CUDA, each (batch, length, padded or not) shape's forward pass, pooling and normalisation run as a
         #: captured CUDA graph, replayed with one driver call (a batch-1 pass is ~60 kernels whose Python launch
-        #: cost exceeds their GPU time). A graph is used only after its first replay matched the eager pass byte
-        #: for byte. Pooling modes other than mean / mean_sqrt_len_tokens run eagerly. False (or the
+        #: cost exceeds their GPU time), captured on the shape's second batch. A graph is used only after its first
+        #: replay matched the eager pass byte for byte. Pooling modes other than mean / mean_sqrt_len_tokens run eagerly. False (or the
         #: environment variable NBX_CUDA_GRAPHS=0) runs every pass eagerly.
         self.cuda_graphs = self.device.type == "cuda" and os.environ.get("NBX_CUDA_GRAPHS", "1") != "0"
         self.max_graphs = 8   # least recently used graphs beyond this are dropped (each holds its own memory)
         self._graphs: collections.OrderedDict = collections.OrderedDict()
+        # Shapes seen once run eagerly: a graph is captured on a shape's second batch, so inputs whose batches all
+        # differ in length (sorted variable-length text) never pay for a capture they would not reuse.
+        self._seen: set = set()
 
     def _tokenizer_setup(self, tdir: pathlib.Path, config: BertConfig) -> None:
         fn = "SentenceEncoder"
@@ -429,9 +432,14 @@ class SentenceEncoder:
             pool_mask = mask.copy()
             if prompt_len:
                 pool_mask[:, :prompt_len] = 0  # right padding: the prompt occupies the first tokens
-            if self.cuda_graphs and self.device.type == "cuda" and self._GRAPH_MODES.issuperset(self.pooling.modes):
+            key = (len(idx), ids.shape[1], not mask.all())
+            if self.cuda_graphs and self.device.type == "cuda" and self._GRAPH_MODES.issuperset(self.pooling.modes) \
+                    and (key in self._graphs or key in self._seen):
                 v = self._replay(ids, types, mask, pool_mask)
             else:
+                if len(self._seen) > 4096:
+                    self._seen.clear()
+                self._seen.add(key)
                 v = self._pool(self.encoder(ids, mask, types), pool_mask)
                 if self.normalize:
                     v = self._normalize(v)
