@@ -1,7 +1,8 @@
 """Sweep of the launch settings of reductions, softmax/log_softmax and norms on the GPU (issue 4's bandwidth rows).
 
 Cases (bfloat16, the issue's >= 256 MiB tensors): ``sum``, ``amax``, ``max(dim)`` (values and indices) and
-``min(dim)`` of 32768x8192 along dim -1 (the ``reduce_rows`` kernel) and dim 0 (``reduce_cols``); ``sum`` and
+``min(dim)`` of 32768x8192 along dim -1 (the ``reduce_rows`` kernel) and dim 0 (``reduce_cols``), ``var`` and
+``logsumexp`` along dim -1 (``reduce_rows``: the lane states of 3 and 2 values); ``sum`` and
 ``max`` of all elements (``reduce_rows`` with one row: its ``max_rows: 1`` entry, split into chunks);
 ``softmax``/``log_softmax`` of 2048x151936 along dim -1 (``softmax_rows``, the looped path) and ``softmax`` of
 32768x8192 (its one-tile entry); ``layer_norm`` (with weight and bias) and ``rms_norm`` (with weight) of
@@ -38,7 +39,12 @@ rows in flight, so a row's second read can hit L2; norms: weight and bias loaded
 row prefetched when ``LOOP_STAGES`` is set); ``HOIST_PARAMS`` norms load weight and bias before the statistics;
 ``RCP`` softmax multiplies by an IEEE reciprocal instead of
 dividing; ``FAST_EXP`` (default on) one ``ex2.approx.ftz`` per element in softmax's first pass;
-``target_programs``/``min_chunk`` when a reduction splits its reduced axis; ``maxnreg`` a register cap.
+``target_programs``/``min_chunk`` when a reduction splits its reduced axis (``target_per_sm``: programs per
+SM instead); reductions' ``UNROLL`` (1, 2, 4: tiles loaded per loop iteration before folding), ``EVEN`` (unmasked
+loads where the shape allows) and ``INTERLEAVE`` (a split's super-tiles dealt round-robin, a grid-stride loop);
+``maxnreg`` a register cap. The reduce rules' launch key also has the fact ``state`` (values per lane: 1 sum and
+extrema, 2 arg-extrema/logsumexp/aminmax/nanmean, 3 var), so a rule with ``"max_state": 1`` can give the light
+kinds their own setting.
 """
 
 from __future__ import annotations
@@ -69,32 +75,44 @@ TARGET_PCT = H.TARGET_PCT_BW
 # Why each is here: see the module docstring; the interpreter tier runs the same settings in
 # tests/ops/test_{reduction,softmax,norm}.py (test_sweep_settings_keep_results).
 VARIANTS = {
-    "reduce_rows": [  # table: BLOCK_M 2, BLOCK_R 2048, 8 warps: 16 elements (2 x 16 B) in flight per thread
-        {"BLOCK_M": 1, "BLOCK_R": 8192, "num_warps": 8},            # a whole row per step: 4 x 16 B per thread
-        {"LOOP_STAGES": 3},                                          # cp.async prefetch of the next two tiles
-        {"BLOCK_M": 4, "BLOCK_R": 2048, "num_warps": 8},
-        {"BLOCK_M": 1, "BLOCK_R": 4096, "num_warps": 4, "LOOP_STAGES": 3},
-        {"BLOCK_M": 2, "BLOCK_R": 4096, "num_warps": 16},
-        {"BLOCK_M": 1, "BLOCK_R": 8192, "num_warps": 16, "EVICT": "evict_first"},
-        {"BLOCK_M": 1, "BLOCK_R": 2048, "num_warps": 4, "LOOP_STAGES": 4},
-        {"BLOCK_M": 4, "BLOCK_R": 1024, "num_warps": 4},
+    # UNROLL issues the loads of that many tiles before folding them (bytes in flight per thread without more lane
+    # state registers: with the tables' tiles a thread holds only 2-4 16-byte loads and ptxas interleaves them with
+    # the adds; it still moves some of the unrolled loads after folds, so LOOP_STAGES + UNROLL, whose cp.async
+    # prefetches stay in flight whatever the schedule, is among the candidates); EVEN drops the masks where the
+    # shape allows (32768x8192 always does); INTERLEAVE deals a split
+    # reduction's super-tiles round-robin (the programs in flight read neighbouring memory); target_per_sm sets a
+    # split's programs per SM (a whole number of waves) instead of target_programs.
+    "reduce_rows": [  # table: BLOCK_M 4, BLOCK_R 1024, 4 warps (52 regs sum, 116 max(dim), 210 var: 2 blocks/SM)
+        {"BLOCK_M": 1, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4, "EVEN": True},   # 4 x 16 B in flight, 32 regs
+        {"BLOCK_M": 2, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2, "EVEN": True},
+        {"UNROLL": 2, "EVEN": True},
+        {"BLOCK_M": 1, "BLOCK_R": 2048, "num_warps": 8, "UNROLL": 4, "EVEN": True},
+        {"BLOCK_M": 1, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2, "LOOP_STAGES": 3},
+        {"BLOCK_M": 1, "BLOCK_R": 512, "num_warps": 2, "UNROLL": 4, "EVEN": True},
+        {"EVEN": True},
+        {"BLOCK_M": 1, "BLOCK_R": 8192, "num_warps": 8},
+        {"LOOP_STAGES": 3},
     ],
-    "reduce_cols": [  # table: BLOCK_R 16, BLOCK_I 256, 8 warps, split to 1024 programs (chunks of >= 1024 rows)
+    "reduce_cols": [  # table: BLOCK_R 16, BLOCK_I 256, 8 warps, LOOP_STAGES 3, split to 1024 programs (>= 1024 rows)
+        {"LOOP_STAGES": 0, "BLOCK_R": 8, "UNROLL": 4, "EVEN": True},
+        {"LOOP_STAGES": 0, "BLOCK_R": 16, "UNROLL": 2, "EVEN": True},
+        {"UNROLL": 2, "EVEN": True},
+        {"LOOP_STAGES": 0, "BLOCK_R": 8, "UNROLL": 4, "EVEN": True, "INTERLEAVE": True},
+        {"LOOP_STAGES": 0, "BLOCK_R": 8, "BLOCK_I": 512, "UNROLL": 4, "EVEN": True, "target_programs": 2048},
+        {"LOOP_STAGES": 0, "BLOCK_R": 4, "BLOCK_I": 256, "num_warps": 4, "UNROLL": 4, "EVEN": True,
+         "target_per_sm": 16, "min_chunk": 256},
         {"BLOCK_R": 32, "BLOCK_I": 256, "num_warps": 8},
-        {"LOOP_STAGES": 3},
-        {"BLOCK_R": 16, "BLOCK_I": 512, "num_warps": 8, "target_programs": 2048},
-        {"BLOCK_R": 8, "BLOCK_I": 1024, "num_warps": 8, "target_programs": 2048},
-        {"BLOCK_R": 32, "BLOCK_I": 128, "num_warps": 4, "target_programs": 4096, "min_chunk": 256},
-        {"BLOCK_R": 64, "BLOCK_I": 256, "num_warps": 16, "LOOP_STAGES": 2},
         {"target_programs": 4096, "min_chunk": 256},
-        {"EVICT": "evict_first"},
     ],
-    "reduce_rows (rows=1)": [  # table: BLOCK_R 4096, 8 warps, split into >= 1024 chunks of >= 8192 elements
+    "reduce_rows (rows=1)": [  # table: BLOCK_R 4096, 8 warps, 1024 chunks of >= 8192 (31 regs: 8 blocks/SM, 1 wave)
+        {"BLOCK_R": 2048, "UNROLL": 4, "EVEN": True, "target_programs": 8192, "min_chunk": 16384},  # elementwise-like
+        {"BLOCK_R": 2048, "UNROLL": 4, "EVEN": True, "INTERLEAVE": True, "target_per_sm": 8},      # grid-stride
+        {"BLOCK_R": 2048, "UNROLL": 2, "LOOP_STAGES": 3, "target_per_sm": 4},  # cp.async: in flight whatever ptxas
+        {"BLOCK_R": 2048, "UNROLL": 4, "EVEN": True, "INTERLEAVE": True, "target_per_sm": 4},
+        {"UNROLL": 2, "EVEN": True, "target_programs": 16384, "min_chunk": 8192},
+        {"BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4, "EVEN": True, "INTERLEAVE": True, "target_per_sm": 16},
+        {"BLOCK_R": 2048, "UNROLL": 4, "EVEN": True, "INTERLEAVE": True, "target_per_sm": 8, "EVICT": "evict_first"},
         {"BLOCK_R": 8192, "num_warps": 8},
-        {"LOOP_STAGES": 3},
-        {"target_programs": 2048, "min_chunk": 16384},
-        {"BLOCK_R": 8192, "num_warps": 16, "target_programs": 528, "min_chunk": 65536},
-        {"BLOCK_R": 2048, "num_warps": 4, "LOOP_STAGES": 4},
     ],
     "softmax_rows": [  # table (wide rows): BLOCK_M 1, BLOCK_N 4096, 8 warps, one program per row
         {"programs_per_sm": 1, "BLOCK_N": 8192, "num_warps": 16, "LOOP_STAGES": 3},
@@ -152,16 +170,22 @@ def build_cases(nbx, smoke: bool) -> list[Case]:
     w = H.InputSpec((ncols,), "bfloat16", "normal", seed=1)
     b = H.InputSpec((ncols,), "bfloat16", "normal", seed=2)
     out = []
-    for fname, fn, sum_like in (("sum", nbx.sum, True), ("amax", nbx.amax, False), ("max", nbx.max, False),
-                                ("min", nbx.min, False)):
-        for dim, rule, facts in ((-1, "reduce_rows", dict(rows=rows, cols=cols)),
-                                 (0, "reduce_cols", dict(rows=rows, cols=cols))):
+    # ``state``: the values a lane keeps (the kernels' launch-key fact: 1 sum/extrema, 2 arg-extrema and
+    # logsumexp, 3 var)
+    for fname, fn, sum_like, nstate in (("sum", nbx.sum, True, 1), ("amax", nbx.amax, False, 1),
+                                        ("max", nbx.max, False, 2), ("min", nbx.min, False, 2)):
+        for dim, rule in ((-1, "reduce_rows"), (0, "reduce_cols")):
+            facts = dict(rows=rows, cols=cols, state=nstate)
             label = f"{fname}(dim={dim})" if fname in ("max", "min") else f"{fname} dim{dim}"
             out.append(Case(label, rule, fname, [x], lambda t, fn=fn, dim=dim: fn(t[0], dim),
                             lambda t, dim=dim: ((t[0], dim), {}), facts, sum_like))
-    for fname, fn, sum_like in (("sum", nbx.sum, True), ("max", nbx.max, False)):  # every element: one output
+    for fname, fn, nstate in (("var", nbx.var, 3), ("logsumexp", nbx.logsumexp, 2)):  # the heavier lane states
+        out.append(Case(f"{fname} dim-1", "reduce_rows", fname, [x], lambda t, fn=fn: fn(t[0], -1),
+                        lambda t: ((t[0], -1), {}), dict(rows=rows, cols=cols, state=nstate), True))
+    for fname, fn, sum_like, nstate in (("sum", nbx.sum, True, 1), ("max", nbx.max, False, 1)):  # every element
         out.append(Case(f"{fname} all", "reduce_rows", fname, [x], lambda t, fn=fn: fn(t[0]),
-                        lambda t: ((t[0],), {}), dict(rows=1, cols=rows * cols), sum_like, "reduce_rows (rows=1)"))
+                        lambda t: ((t[0],), {}), dict(rows=1, cols=rows * cols, state=nstate), sum_like,
+                        "reduce_rows (rows=1)"))
     for name in ("softmax", "log_softmax"):
         out.append(Case(f"{name} {vrows}x{vcols}", "softmax_rows", name, [v],
                         lambda t, name=name: getattr(nbx, name)(t[0], -1), lambda t: ((t[0], -1), {}),
@@ -177,14 +201,16 @@ def build_cases(nbx, smoke: bool) -> list[Case]:
 
 
 def smoke_settings(settings: dict) -> dict:
-    """A variant's settings for the interpreter (--smoke): tiles capped at 32 and split targets at 16, so the
-    same code paths run on tiny shapes in seconds (the interpreter's cost grows with the tile)."""
+    """A variant's settings for the interpreter (--smoke): tiles capped at 32 and split targets at 16 (4 per SM),
+    so the same code paths run on tiny shapes in seconds (the interpreter's cost grows with the tile)."""
     out = {}
     for k, v in settings.items():
         if k.startswith("BLOCK_") or k == "min_chunk":
             v = min(v, 32)
         elif k == "target_programs":
             v = min(v, 16)
+        elif k == "target_per_sm":  # the interpreter counts 4 SMs
+            v = min(v, 4)
         out[k] = v
     return out
 

@@ -9,6 +9,7 @@ the Triton kernels (the interpreter tier; ``NBX_TEST_QUICK=1`` shrinks the matri
 from __future__ import annotations
 
 import math
+import os
 import warnings
 import zlib
 
@@ -408,9 +409,12 @@ def test_arg_extrema_of_integer_extremes(device):
 
 # The settings benchmarks/sweep_reduce.py tries on the H200, as config overrides: results must not change.
 _SWEEP_SETTINGS = {
-    "reduce_rows": [dict(LOOP_STAGES=3, EVICT="evict_first"), dict(BLOCK_M=1, BLOCK_R=8, LOOP_STAGES=2)],
+    "reduce_rows": [dict(LOOP_STAGES=3, EVICT="evict_first"), dict(BLOCK_M=1, BLOCK_R=8, LOOP_STAGES=2),
+                    dict(BLOCK_M=1, BLOCK_R=4, UNROLL=4, EVEN=True),
+                    dict(BLOCK_M=2, BLOCK_R=4, UNROLL=2, INTERLEAVE=True, target_programs=64, min_chunk=4)],
     "reduce_cols": [dict(LOOP_STAGES=2, EVICT="evict_first"), dict(BLOCK_R=4, BLOCK_I=16, target_programs=16,
-                                                                  min_chunk=8)],
+                                                                  min_chunk=8),
+                    dict(BLOCK_R=2, BLOCK_I=8, UNROLL=4, INTERLEAVE=True, target_per_sm=8, min_chunk=2, EVEN=True)],
 }
 
 
@@ -433,6 +437,80 @@ def test_sweep_settings_keep_results(op, device):
                 np.testing.assert_array_equal(H.host(i), _first_extreme(a, largest, axis), err_msg=str(settings))
             vm = nbx.var_mean(x[6:], axis)
             np.testing.assert_allclose(H.host(vm[0]), a[6:].var(axis, ddof=1), rtol=1e-4)
+
+
+# The loop settings UNROLL (tiles loaded per iteration), EVEN (unmasked loads), INTERLEAVE (a split's super-tiles
+# dealt round-robin) and target_per_sm on shapes that take every path: whole super-tiles (EVEN drops the masks),
+# a ragged tail, a split into chunks (contiguous and interleaved, with one program short of a super-tile).
+_LOOP_SETTINGS = [dict(UNROLL=2), dict(UNROLL=4, EVEN=True),
+                  dict(UNROLL=4, EVEN=True, INTERLEAVE=True, target_programs=64, min_chunk=4),
+                  dict(UNROLL=2, INTERLEAVE=True, target_per_sm=4, min_chunk=8),
+                  dict(UNROLL=4, EVEN=True, target_per_sm=16, min_chunk=4)]
+
+
+@pytest.mark.parametrize("n", [128, 77])  # a multiple of every super-tile here (EVEN), and a ragged length
+@pytest.mark.parametrize("op", ["reduce_rows", "reduce_cols"])
+def test_loop_settings_keep_results(op, n, device):
+    """Every kind through UNROLL / EVEN / INTERLEAVE / target_per_sm (small tiles, so the interpreter sees several
+    iterations and chunks): arg-extrema keep the first occurrence and NaN across unrolled tiles, interleaved
+    chunks and the split's two stages; sums, var and logsumexp match the table's own setting; a split sum gives
+    the same bits on every run (no atomics: a fixed order)."""
+    from nbxtensor.runtime.configs import override
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((4, n)).astype(np.float32)
+    a[1, [5, n - 7]] = 9.0  # a tie: the first wins
+    a[2, n // 2 + 3] = np.nan
+    a[3, :] = -np.inf
+    a[3, [n - 1, 17]] = np.nan  # NaN is the extreme: the first one
+    axis, host_a = (1, a) if op == "reduce_rows" else (0, np.ascontiguousarray(a.T))
+    x = nbx.from_numpy(host_a).to(device)
+    tile = dict(BLOCK_M=1, BLOCK_R=8) if op == "reduce_rows" else dict(BLOCK_R=4, BLOCK_I=4)
+    ref_sum, ref_var, ref_lse = (H.host(f(x, axis)) for f in (nbx.sum, nbx.var, nbx.logsumexp))
+    for settings in _LOOP_SETTINGS:
+        with override(op, **tile, **settings):
+            msg = f"{op} {settings}"
+            s1, s2 = H.host(nbx.sum(x, axis)), H.host(nbx.sum(x, axis))
+            np.testing.assert_array_equal(s1, s2, err_msg=msg)
+            np.testing.assert_allclose(s1, ref_sum, rtol=1e-5, atol=1e-5, err_msg=msg)
+            np.testing.assert_allclose(H.host(nbx.var(x, axis)), ref_var, rtol=1e-5, atol=1e-6, err_msg=msg)
+            np.testing.assert_allclose(H.host(nbx.logsumexp(x, axis)), ref_lse, rtol=1e-5, err_msg=msg)
+            np.testing.assert_array_equal(H.host(nbx.amax(x, axis)), host_a.max(axis), err_msg=msg)
+            for largest in (True, False):
+                v, i = (nbx.max if largest else nbx.min)(x, axis)
+                exp_i = _first_extreme(host_a, largest, axis)
+                np.testing.assert_array_equal(H.host(i), exp_i, err_msg=msg)
+                np.testing.assert_array_equal(H.host((nbx.argmax if largest else nbx.argmin)(x, axis)), exp_i)
+            # every element: one row split into chunks (the rows kernel's one-row path)
+            flat = x[:2].reshape(-1) if op == "reduce_rows" else x[:, :2].reshape(-1)
+            hf = host_a[:2].reshape(-1) if op == "reduce_rows" else host_a[:, :2].reshape(-1)
+            if op == "reduce_rows":
+                f1, f2 = H.host(nbx.sum(flat)), H.host(nbx.sum(flat))
+                np.testing.assert_array_equal(f1, f2, err_msg=msg)
+                np.testing.assert_allclose(f1, hf.astype(np.float64).sum(), rtol=1e-5, err_msg=msg)
+                assert int(H.host(nbx.argmax(flat))) == int(np.argmax(hf)), msg
+
+
+def test_split_plan_targets_programs_per_sm():
+    """``target_per_sm`` sets the programs of a split to that many per SM (4 SMs under the interpreter, the
+    device's count on a GPU) and wins over ``target_programs``; chunks are whole super-tiles (BLOCK_R * UNROLL)."""
+    from nbxtensor.ops.reduction import sm_count, split_plan
+    dev = nbx.ones(1).device  # cpu
+    cfg = {"BLOCK_R": 8, "UNROLL": 4, "target_programs": 1000, "target_per_sm": 3, "min_chunk": 1}
+    split, chunk = split_plan(cfg, 1, 10_000, dev)
+    assert split == 3 * sm_count(dev) and chunk % 32 == 0 and (split - 1) * chunk < 10_000 <= split * chunk
+    assert not {"target_programs", "target_per_sm", "min_chunk"} & set(cfg)
+    assert split_plan({"BLOCK_R": 8, "target_programs": 64, "min_chunk": 4}, 64, 10_000, dev) == (1, 10_000)
+    assert split_plan({"BLOCK_R": 16, "UNROLL": 2, "target_programs": 4, "min_chunk": 100}, 1, 150, dev) == (2, 96)
+
+
+@pytest.mark.skipif(not H.GPU and os.environ.get("NBX_TRITON_INTERPRET", "0") != "1",
+                    reason="the cpu implementation launches no kernel")
+def test_unroll_must_be_supported(device):
+    from nbxtensor.runtime.configs import override
+    x = nbx.ones((3, 40)).to(device)
+    with override("reduce_rows", UNROLL=3):
+        with pytest.raises(ValueError, match="UNROLL must be 1, 2 or 4"):
+            nbx.sum(x, 1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -484,10 +562,15 @@ def test_kernels_compile_for_sm90(case, stage):
              "sy2o": "i64", "sy2i": "i64", "p": "fp32", "corr": "fp32"}
     consts = dict(KIND=kind, PRE=pre, FIN=fin, STAGE=stage, HAS_Y=True, HAS_Y2=kind in (R.K_ARGMAX, R.K_MINMAX,
                                                                                       R.K_WELFORD),
-                  LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None)
+                  LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None,
+                  UNROLL=1, INTERLEAVE=False, EVEN=False)
     H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=2, BLOCK_R=2048), num_warps=8)
     H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=16, BLOCK_I=256), num_warps=8)
     if stage == 0 and kind in (R.K_SUM, R.K_ARGMAX) and xt == "*bf16":
         tuned = dict(consts, LOOP_STAGES=3, EVICT="evict_first", OTHER=ident)
         H.compile_sm90(R._reduce_rows_kernel, types, dict(tuned, BLOCK_M=1, BLOCK_R=4096), num_warps=4)
         H.compile_sm90(R._reduce_cols_kernel, types, dict(tuned, BLOCK_R=32, BLOCK_I=256), num_warps=8)
+    if stage < 2 and kind in (R.K_SUM, R.K_ARGMAX, R.K_WELFORD):  # the loop settings of benchmarks/sweep_reduce.py
+        for loop in (dict(UNROLL=4, EVEN=True, INTERLEAVE=stage == 1), dict(UNROLL=2)):
+            H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=1, BLOCK_R=1024, **loop), num_warps=4)
+            H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=8, BLOCK_I=256, **loop), num_warps=8)

@@ -83,7 +83,7 @@ from .triton_helpers import (TL_DTYPES, argmax_combine, argmin_combine, convert,
 __all__ = ["return_types", "canonical3", "memory_groups", "collapse_dims", "reduce_dims", "acc_dtype", "loop_meta",
            "minimum_fast", "nan_min_fast", "lse_combine", "sm_count", "persistent_grid", "out_convert",
            "launch_reduction", "launch_quiet", "FLOATS", "INTS", "BARE_UINTS", "cdiv", "check_input", "compute_input",
-           "new_out", "finish_out", "refuse_dtype", "tmp_like_groups", "welford_combine", "sqrt_rn"]
+           "new_out", "finish_out", "refuse_dtype", "tmp_like_groups", "welford_combine", "sqrt_rn", "split_plan"]
 
 FLOATS = (T.float16, T.bfloat16, T.float32, T.float64)
 INTS = (T.uint8, T.int8, T.int16, T.int32, T.int64)
@@ -469,11 +469,18 @@ def _init_state(KIND: tl.constexpr, IDENT: tl.constexpr, IDENT2: tl.constexpr, A
 
 
 @jit
-def _lane_index(b, first, BLOCK_R: tl.constexpr):
+def _lane_index(b, first, stride, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr, INTERLEAVE: tl.constexpr):
     """The int64 index of each lane's best element from its step ``b`` (raw arg-extrema, see :func:`_fold`);
-    ``first`` is the lane's first position ``r_lo + lane``. A lane that saw no element has ``first >= R``, past
-    every real index, so its (identity, index) loses every tie in the final tree without a test."""
-    return first + b.to(tl.int64) * BLOCK_R
+    ``first`` is the lane's first position ``r_lo + lane``. Contiguous chunks: step ``b`` is the tile at
+    ``b * BLOCK_R``; interleaved ones: tile ``b % UNROLL`` of the program's super-tile ``b // UNROLL``, super-tiles
+    ``stride`` elements apart. A lane that saw no element has ``first >= R``, past every real index, so its
+    (identity, index) loses every tie in the final tree without a test."""
+    b64 = b.to(tl.int64)
+    if INTERLEAVE:
+        pos = first + (b64 // UNROLL) * stride + (b64 % UNROLL) * BLOCK_R
+    else:
+        pos = first + b64 * BLOCK_R
+    return pos
 
 
 @jit
@@ -501,42 +508,104 @@ def _store_states(w0_ptr, w1_ptr, w2_ptr, off, m, ra, rb, rc, KIND: tl.constexpr
 
 
 @jit
+def _load_raw(ptrs, m, EVEN: tl.constexpr, OTHER: tl.constexpr, EVICT: tl.constexpr):
+    """One tile of raw elements: unmasked when ``EVEN``; else masked, masked lanes reading the op's neutral
+    ``OTHER`` where it has one (the fold then needs no mask)."""
+    if EVEN:
+        raw = tl.load(ptrs, eviction_policy=EVICT)
+    elif OTHER is None:
+        raw = tl.load(ptrs, mask=m, eviction_policy=EVICT)
+    else:
+        raw = tl.load(ptrs, mask=m, other=OTHER, eviction_policy=EVICT)
+    return raw
+
+
+@jit
+def _fold_raw(a, b, c, raw, r, m, step, AXIS: tl.constexpr, KIND: tl.constexpr, PRE: tl.constexpr,
+              LOADT: tl.constexpr, ACC: tl.constexpr, p, EVEN: tl.constexpr, OTHER: tl.constexpr):
+    """Fold a tile of raw elements (loaded by :func:`_load_raw`) taken at loop step ``step``; ``r`` holds the
+    positions along the reduced ``AXIS`` of the tile."""
+    if AXIS == 1:
+        idx = tl.broadcast_to(r[None, :], raw.shape)
+    else:
+        idx = tl.broadcast_to(r[:, None], raw.shape)
+    va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
+    if EVEN or OTHER is not None:
+        m = tl.full(raw.shape, 1, tl.int1)
+    return _fold(a, b, c, va, vb, vc, m, step, KIND, 0, ACC)
+
+
+@jit
 def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2_ptr,
                         O, R, chunk, n_total, sxo, sxr, syo, sy2o, p, corr,
                         KIND: tl.constexpr, PRE: tl.constexpr, FIN: tl.constexpr, STAGE: tl.constexpr,
                         HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr,
                         IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr,
-                        LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr):
+                        LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr,
+                        UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False):
     """Reduce ``x[o, r]`` (offset ``o * sxo + r * sxr``) over r for BLOCK_M rows o; program axis 1 picks the
-    chunk ``[sid * chunk, (sid + 1) * chunk)`` of r (one chunk unless the reduction is split).
+    chunk of r (one chunk unless the reduction is split).
 
     STAGE 0 writes the outputs, STAGE 1 the partial states ``w[o, sid]``, STAGE 2 reads states
-    ``x[o, r]`` (from ``x_ptr``, ``x1_ptr``, ``x2_ptr``) instead of raw elements."""
+    ``x[o, r]`` (from ``x_ptr``, ``x1_ptr``, ``x2_ptr``) instead of raw elements. Each loop iteration issues the
+    loads of ``UNROLL`` tiles before folding them (more bytes in flight per thread, the same lane states).
+    ``EVEN`` (set by the host when the chunks tile R and BLOCK_M divides O exactly) drops every mask."""
     pid = tl.program_id(0)
     sid = tl.program_id(1)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < O
     lanes = tl.arange(0, BLOCK_R)
-    r_lo = sid.to(tl.int64) * chunk
+    # the program's part of the reduced axis: contiguous chunks [sid * chunk, (sid + 1) * chunk), or (INTERLEAVE)
+    # super-tiles of UNROLL tiles dealt round-robin to the num_programs(1) programs, as a grid-stride loop, so the
+    # programs in flight read neighbouring memory. Either way a program visits its positions in increasing order
+    # (arg-extrema keep the first occurrence; Welford's count is the step).
+    if INTERLEAVE:
+        r_lo = sid.to(tl.int64) * (BLOCK_R * UNROLL)
+        stride = tl.num_programs(1).to(tl.int64) * (BLOCK_R * UNROLL)
+        span = R - r_lo
+    else:
+        r_lo = sid.to(tl.int64) * chunk
+        stride = BLOCK_R * UNROLL
+        span = chunk
+    n_steps = tl.zeros([], tl.int32)
     a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_M, BLOCK_R, STAGE)
     row_off = rows[:, None] * sxo
-    for r0 in tl.range(0, chunk, BLOCK_R, num_stages=LOOP_STAGES):
-        r = r_lo + r0 + lanes
-        m = row_ok[:, None] & (r < R)[None, :]
-        off = row_off + r[None, :] * sxr
-        if STAGE == 2:
-            va, vb, vc = _load_states(x_ptr, x1_ptr, x2_ptr, off, m, KIND)
+    for r0 in tl.range(0, span, stride, num_stages=LOOP_STAGES):
+        base = r_lo + r0
+        if INTERLEAVE:
+            step = n_steps
+            n_steps += UNROLL
         else:
-            idx = tl.broadcast_to(r[None, :], [BLOCK_M, BLOCK_R])
-            if OTHER is None:
-                raw = tl.load(x_ptr + off, mask=m, eviction_policy=EVICT)
-            else:  # masked lanes read the op's neutral element: the fold needs no mask (fewer live predicates)
-                raw = tl.load(x_ptr + off, mask=m, other=OTHER, eviction_policy=EVICT)
-                m = tl.full([BLOCK_M, BLOCK_R], 1, tl.int1)
-            va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
-        a, b, c = _fold(a, b, c, va, vb, vc, m, r0 // BLOCK_R, KIND, STAGE, ACC)
+            step = r0 // BLOCK_R
+        if STAGE == 2:  # UNROLL is 1 here (the host's rule)
+            r = base + lanes
+            m = row_ok[:, None] & (r < R)[None, :]
+            va, vb, vc = _load_states(x_ptr, x1_ptr, x2_ptr, row_off + r[None, :] * sxr, m, KIND)
+            a, b, c = _fold(a, b, c, va, vb, vc, m, step, KIND, STAGE, ACC)
+        else:
+            # every load of the iteration first (UNROLL tiles in flight per thread), then the folds in order
+            r0 = base + lanes
+            m0 = row_ok[:, None] & (r0 < R)[None, :]
+            raw0 = _load_raw(x_ptr + row_off + r0[None, :] * sxr, m0, EVEN, OTHER, EVICT)
+            if UNROLL >= 2:
+                r1 = r0 + BLOCK_R
+                m1 = row_ok[:, None] & (r1 < R)[None, :]
+                raw1 = _load_raw(x_ptr + row_off + r1[None, :] * sxr, m1, EVEN, OTHER, EVICT)
+            if UNROLL >= 4:
+                r2 = r0 + 2 * BLOCK_R
+                r3 = r0 + 3 * BLOCK_R
+                m2 = row_ok[:, None] & (r2 < R)[None, :]
+                m3 = row_ok[:, None] & (r3 < R)[None, :]
+                raw2 = _load_raw(x_ptr + row_off + r2[None, :] * sxr, m2, EVEN, OTHER, EVICT)
+                raw3 = _load_raw(x_ptr + row_off + r3[None, :] * sxr, m3, EVEN, OTHER, EVICT)
+            a, b, c = _fold_raw(a, b, c, raw0, r0, m0, step, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+            if UNROLL >= 2:
+                a, b, c = _fold_raw(a, b, c, raw1, r1, m1, step + 1, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+            if UNROLL >= 4:
+                a, b, c = _fold_raw(a, b, c, raw2, r2, m2, step + 2, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+                a, b, c = _fold_raw(a, b, c, raw3, r3, m3, step + 3, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
     if (KIND == 4 or KIND == 5) and STAGE != 2:
-        b = _lane_index(b, (r_lo + lanes)[None, :], BLOCK_R)
+        b = _lane_index(b, (r_lo + lanes)[None, :], stride, BLOCK_R, UNROLL, INTERLEAVE)
     ra, rb, rc = _lanes(a, b, c, 1, KIND)
     if STAGE == 1:
         _store_states(w0_ptr, w1_ptr, w2_ptr, rows * tl.num_programs(1) + sid, row_ok, ra, rb, rc, KIND)
@@ -554,9 +623,11 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         KIND: tl.constexpr, PRE: tl.constexpr, FIN: tl.constexpr, STAGE: tl.constexpr,
                         HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr,
                         IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
-                        LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr):
+                        LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr,
+                        UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False):
     """Reduce ``x[o, r, i]`` over r for one o and BLOCK_I consecutive i (lanes along i: coalesced when
-    ``sxi == 1``); program axis 0 enumerates (o, i-block), axis 1 the chunk of r as in the rows kernel.
+    ``sxi == 1``); program axis 0 enumerates (o, i-block), axis 1 the chunk of r as in the rows kernel
+    (``UNROLL``, ``INTERLEAVE``, ``EVEN`` likewise; ``EVEN`` also needs BLOCK_I to divide I).
     STAGE 1 writes states to ``w[o, sid, i]``."""
     pid = tl.program_id(0)
     sid = tl.program_id(1)
@@ -565,26 +636,57 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
     cols = (pid % nib).to(tl.int64) * BLOCK_I + tl.arange(0, BLOCK_I)
     col_ok = cols < I
     lanes = tl.arange(0, BLOCK_R)
-    r_lo = sid.to(tl.int64) * chunk
+    # the program's part of the reduced axis: contiguous chunks [sid * chunk, (sid + 1) * chunk), or (INTERLEAVE)
+    # super-tiles of UNROLL tiles dealt round-robin to the num_programs(1) programs, as a grid-stride loop, so the
+    # programs in flight read neighbouring memory. Either way a program visits its positions in increasing order
+    # (arg-extrema keep the first occurrence; Welford's count is the step).
+    if INTERLEAVE:
+        r_lo = sid.to(tl.int64) * (BLOCK_R * UNROLL)
+        stride = tl.num_programs(1).to(tl.int64) * (BLOCK_R * UNROLL)
+        span = R - r_lo
+    else:
+        r_lo = sid.to(tl.int64) * chunk
+        stride = BLOCK_R * UNROLL
+        span = chunk
+    n_steps = tl.zeros([], tl.int32)
     a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_R, BLOCK_I, STAGE)
     col_off = o * sxo + cols[None, :] * sxi
-    for r0 in tl.range(0, chunk, BLOCK_R, num_stages=LOOP_STAGES):
-        r = r_lo + r0 + lanes
-        m = (r < R)[:, None] & col_ok[None, :]
-        off = col_off + r[:, None] * sxr
-        if STAGE == 2:
-            va, vb, vc = _load_states(x_ptr, x1_ptr, x2_ptr, off, m, KIND)
+    for r0 in tl.range(0, span, stride, num_stages=LOOP_STAGES):
+        base = r_lo + r0
+        if INTERLEAVE:
+            step = n_steps
+            n_steps += UNROLL
         else:
-            idx = tl.broadcast_to(r[:, None], [BLOCK_R, BLOCK_I])
-            if OTHER is None:
-                raw = tl.load(x_ptr + off, mask=m, eviction_policy=EVICT)
-            else:  # masked lanes read the op's neutral element: the fold needs no mask (fewer live predicates)
-                raw = tl.load(x_ptr + off, mask=m, other=OTHER, eviction_policy=EVICT)
-                m = tl.full([BLOCK_R, BLOCK_I], 1, tl.int1)
-            va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
-        a, b, c = _fold(a, b, c, va, vb, vc, m, r0 // BLOCK_R, KIND, STAGE, ACC)
+            step = r0 // BLOCK_R
+        if STAGE == 2:  # UNROLL is 1 here (the host's rule)
+            r = base + lanes
+            m = (r < R)[:, None] & col_ok[None, :]
+            va, vb, vc = _load_states(x_ptr, x1_ptr, x2_ptr, col_off + r[:, None] * sxr, m, KIND)
+            a, b, c = _fold(a, b, c, va, vb, vc, m, step, KIND, STAGE, ACC)
+        else:
+            # every load of the iteration first (UNROLL tiles in flight per thread), then the folds in order
+            r0 = base + lanes
+            m0 = (r0 < R)[:, None] & col_ok[None, :]
+            raw0 = _load_raw(x_ptr + col_off + r0[:, None] * sxr, m0, EVEN, OTHER, EVICT)
+            if UNROLL >= 2:
+                r1 = r0 + BLOCK_R
+                m1 = (r1 < R)[:, None] & col_ok[None, :]
+                raw1 = _load_raw(x_ptr + col_off + r1[:, None] * sxr, m1, EVEN, OTHER, EVICT)
+            if UNROLL >= 4:
+                r2 = r0 + 2 * BLOCK_R
+                r3 = r0 + 3 * BLOCK_R
+                m2 = (r2 < R)[:, None] & col_ok[None, :]
+                m3 = (r3 < R)[:, None] & col_ok[None, :]
+                raw2 = _load_raw(x_ptr + col_off + r2[:, None] * sxr, m2, EVEN, OTHER, EVICT)
+                raw3 = _load_raw(x_ptr + col_off + r3[:, None] * sxr, m3, EVEN, OTHER, EVICT)
+            a, b, c = _fold_raw(a, b, c, raw0, r0, m0, step, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+            if UNROLL >= 2:
+                a, b, c = _fold_raw(a, b, c, raw1, r1, m1, step + 1, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+            if UNROLL >= 4:
+                a, b, c = _fold_raw(a, b, c, raw2, r2, m2, step + 2, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+                a, b, c = _fold_raw(a, b, c, raw3, r3, m3, step + 3, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
     if (KIND == 4 or KIND == 5) and STAGE != 2:
-        b = _lane_index(b, (r_lo + lanes)[:, None], BLOCK_R)
+        b = _lane_index(b, (r_lo + lanes)[:, None], stride, BLOCK_R, UNROLL, INTERLEAVE)
     ra, rb, rc = _lanes(a, b, c, 0, KIND)
     if STAGE == 1:
         _store_states(w0_ptr, w1_ptr, w2_ptr, (o * tl.num_programs(1) + sid) * I + cols, col_ok, ra, rb, rc, KIND)
@@ -729,35 +831,32 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
         other = ident
     consts = dict(KIND=kind, PRE=pre, FIN=fin, HAS_Y=ya is not None, HAS_Y2=y2a is not None,
                   LOADT=TL_DTYPES[loadt.name], ACC=TL_DTYPES[acc.name], IDENT=ident, IDENT2=ident2, OTHER=other)
+    nstate = _N_STATES[kind]
     if I == 1:
-        cfg = launch_config("reduce_rows", dev, dtypes=(x.dtype,), rows=O, cols=R)
+        cfg = launch_config("reduce_rows", dev, dtypes=(x.dtype,), rows=O, cols=R, state=nstate)
         base = cdiv(O, cfg["BLOCK_M"])
     else:
-        cfg = launch_config("reduce_cols", dev, dtypes=(x.dtype,), rows=R, cols=I)
+        cfg = launch_config("reduce_cols", dev, dtypes=(x.dtype,), rows=R, cols=I, state=nstate)
         base = O * cdiv(I, cfg["BLOCK_I"])
-    target, min_chunk = cfg.pop("target_programs", 0), cfg.pop("min_chunk", 1)
-    split = 1
-    if base < target and R > min_chunk:
-        split = min(cdiv(target, base), cdiv(R, min_chunk), 65535)
-    chunk = cdiv(cdiv(R, split), cfg["BLOCK_R"]) * cfg["BLOCK_R"]
-    split = cdiv(R, chunk)
+    split, chunk = split_plan(cfg, base, R, dev)
     ya_, y2a_ = (ya if ya is not None else any_out), (y2a if y2a is not None else any_out)
     if split == 1:
         _launch_stage(x, x, x, ya_, y2a_, (x, x, x), (O, R, I), (sxo, sxr, sxi), (syo, syi, sy2o, sy2i), chunk,
                       R, split, cfg, consts, stage=0, p=p, corr=corr)
     else:
         ws_dt = [acc, T.int64 if kind in (K_ARGMAX, K_ARGMIN) else acc, acc]
-        ws = [new_empty((O, split, I), d, dev) for d in ws_dt]
+        ws = [new_empty((O, split, I), d, dev) for d in ws_dt[:nstate]]
+        ws += ws[:1] * (3 - nstate)  # unused state slots: any pointer
         _launch_stage(x, x, x, ya_, y2a_, ws, (O, R, I), (sxo, sxr, sxi), (syo, syi, sy2o, sy2i), chunk, R, split,
                       cfg, consts, stage=1, p=p, corr=corr)
         # second stage: reduce the (O, split, I) states with the kernel that fits I
         if I == 1:
-            cfg2 = launch_config("reduce_rows", dev, dtypes=(acc,), rows=O, cols=split)
+            cfg2 = launch_config("reduce_rows", dev, dtypes=(acc,), rows=O, cols=split, state=nstate)
         else:
-            cfg2 = launch_config("reduce_cols", dev, dtypes=(acc,), rows=split, cols=I)
-        cfg2.pop("target_programs", None)
-        cfg2.pop("min_chunk", None)
-        cfg2.pop("LOOP_STAGES", None)  # a few states per output: nothing to prefetch, only shared memory to spend
+            cfg2 = launch_config("reduce_cols", dev, dtypes=(acc,), rows=split, cols=I, state=nstate)
+        for k in _SPLIT_KEYS + ("LOOP_STAGES", "UNROLL", "INTERLEAVE"):
+            # a few states per output: nothing to prefetch or interleave, only shared memory to spend
+            cfg2.pop(k, None)
         chunk2 = cdiv(split, cfg2["BLOCK_R"]) * cfg2["BLOCK_R"]
         _launch_stage(ws[0], ws[1], ws[2], ya_, y2a_, ws, (O, split, I), (split * I, I, 1), (syo, syi, sy2o, sy2i),
                       chunk2, R, 1, cfg2, consts, stage=2, p=p, corr=corr)
@@ -765,6 +864,30 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
         ycopy.copy_(ya)
     if y2copy is not None:
         y2copy.copy_(y2a)
+
+
+# values a kind's lane state holds (a, b, c): the launch key's ``state`` fact, and the workspace arrays of a split
+_N_STATES = {K_SUM: 1, K_PROD: 1, K_MAX: 1, K_MIN: 1, K_ARGMAX: 2, K_ARGMIN: 2, K_MINMAX: 2, K_WELFORD: 3, K_LSE: 2,
+             K_NANMEAN: 2}
+_SPLIT_KEYS = ("target_programs", "target_per_sm", "min_chunk")
+
+
+def split_plan(cfg: dict, base: int, R: int, device) -> tuple[int, int]:
+    """``(split, chunk)``: into how many chunks of ``chunk`` elements (a multiple of the config's super-tile
+    ``BLOCK_R * UNROLL``) a reduced extent ``R`` is split, for ``base`` programs per chunk. Pops the split keys
+    of ``cfg``: ``target_programs`` (programs wanted in all), or ``target_per_sm`` (that many per SM, which
+    overrides it), and ``min_chunk`` (the fewest elements per chunk). Split only when ``base`` is below the
+    target; at most 65535 chunks (CUDA's grid y limit)."""
+    target, per_sm = cfg.pop("target_programs", 0), cfg.pop("target_per_sm", 0)
+    min_chunk = cfg.pop("min_chunk", 1)
+    if per_sm:
+        target = int(per_sm * sm_count(device))
+    split = 1
+    if base < target and R > min_chunk:
+        split = min(cdiv(target, base), cdiv(R, min_chunk), 65535)
+    sup = cfg["BLOCK_R"] * int(cfg.get("UNROLL", 1) or 1)
+    chunk = cdiv(cdiv(R, split), sup) * sup
+    return cdiv(R, chunk), chunk
 
 
 def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, cfg, consts, *, stage, p, corr):
@@ -775,6 +898,16 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
     meta.update(consts)
     meta.update(ieee_options())  # libdevice (pow) without flush-to-zero, as nvcc's code
     meta["STAGE"] = stage
+    unroll = int(meta.get("UNROLL", 1) or 1)
+    check(unroll in (1, 2, 4), lambda: f"reduce: config UNROLL must be 1, 2 or 4, got {unroll}", ValueError)
+    meta["UNROLL"] = unroll
+    meta["INTERLEAVE"] = bool(meta.get("INTERLEAVE", False)) and split > 1
+    sup = meta["BLOCK_R"] * unroll
+    # EVEN (a config setting: masks dropped where the shape allows) needs every chunk to hold whole super-tiles of R
+    # (interleaved: every program as many) and the kept axis whole blocks
+    r_even = R % (sup * split) == 0 if meta["INTERLEAVE"] else R == chunk * split and chunk % sup == 0
+    kept_even = O % meta["BLOCK_M"] == 0 if I == 1 else I % meta["BLOCK_I"] == 0
+    meta["EVEN"] = bool(meta.get("EVEN", False)) and stage != 2 and r_even and kept_even
     grid = (cdiv(O, meta["BLOCK_M"]), split) if I == 1 else (O * cdiv(I, meta["BLOCK_I"]), split)
     check(grid[0] < 2 ** 31, lambda: f"reduce: {grid[0]} programs exceed CUDA's grid limit (2**31 - 1)",
           NotImplementedError)
