@@ -318,3 +318,161 @@ def test_bind_still_checks_every_argument():
         s.bind((x, x), {"bogus": 1})
     with pytest.raises(TypeError, match="multiple values for argument 'other'"):
         s.bind((x, x), {"other": x})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# out= of another dtype than the result (issue 4): computed in the result dtype, rounded there, then cast
+# (runs on both tiers: NumPy on the cpu device, the Triton kernels under NBX_TRITON_INTERPRET=1)
+# ---------------------------------------------------------------------------------------------------------
+def _bf16(*v):
+    return nbx.tensor(list(v), dtype=nbx.bfloat16)
+
+
+def test_out_of_a_wider_dtype_receives_the_rounded_result():
+    a, b = _bf16(1.75, 1.75, 3.140625), _bf16(1.7578125, 1.3828125, 1.75)
+    o = nbx.empty(3)
+    nbx.mul(a, b, out=o)
+    # the bfloat16 products (PyTorch 2.13: 3.078125, 2.421875, 5.5), not the float32 ones (3.076171875, ...)
+    assert o.tolist() == [3.078125, 2.421875, 5.5]
+    o64 = nbx.empty(3, dtype=nbx.float64)
+    nbx.mul(a, b, out=o64)
+    assert o64.tolist() == [3.078125, 2.421875, 5.5]
+    h = nbx.tensor([1.0, 0.1, 3.0], dtype=nbx.float16)
+    o = nbx.empty(3)
+    nbx.div(h, nbx.tensor([3.0, 3.0, 7.0], dtype=nbx.float16), out=o)
+    assert o.tolist() == nbx.div(h, nbx.tensor([3.0, 3.0, 7.0], dtype=nbx.float16)).float().tolist()
+    assert o.tolist()[0] == float(np.float16(1 / 3))
+    # float8 inputs: the float8 product (3.0625 rounds to 3.0 in e4m3fn), widened
+    f8 = a.to(nbx.float8_e4m3fn)
+    o = nbx.empty(3)
+    nbx.mul(f8, f8, out=o)
+    assert o.tolist() == (f8 * f8).float().tolist() and o.tolist()[0] == 3.0
+
+
+def test_out_of_another_16bit_dtype_rounds_twice_like_pytorch():
+    # bf16 result cast to a float16 out: f32 -> bf16 -> f16 (PyTorch), not f32 -> f16
+    a, b = _bf16(1.75, 2.5, 3.140625), _bf16(1.7578125, 1.00390625 * 1.25, 1.75)
+    o = nbx.empty(3, dtype=nbx.float16)
+    nbx.mul(a, b, out=o)
+    assert o.tolist() == (a * b).to(nbx.float16).tolist()
+    assert o.tolist()[0] == 3.078125      # float32 -> float16 directly would give 3.076171875
+    # and the other way: float16 result into a bfloat16 out
+    h = nbx.tensor([1.0009765625, 3.0], dtype=nbx.float16)
+    ob = nbx.empty(2, dtype=nbx.bfloat16)
+    nbx.exp(h, out=ob)
+    assert ob.tolist() == nbx.exp(h).to(nbx.bfloat16).tolist()
+
+
+def test_integer_inputs_with_a_float_out():
+    i = nbx.tensor([1, 2, 7], dtype=nbx.int32)
+    o = nbx.empty(3, dtype=nbx.float64)
+    nbx.exp(i, out=o)                      # int_to_float: computed in float32 (the default dtype), then widened
+    assert o.tolist() == nbx.exp(i).double().tolist() and all(float(np.float32(v)) == v for v in o.tolist())
+    nbx.add(i, i, out=o)                   # int32 result cast exactly
+    assert o.tolist() == [2.0, 4.0, 14.0]
+    nbx.div(i, 3, out=o)
+    assert o.tolist() == [float(np.float32(v / 3)) for v in (1, 2, 7)]
+    ob = nbx.empty(3, dtype=nbx.bool)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Bool"):
+        nbx.exp(i, out=ob)
+
+
+def test_comparisons_and_logical_ops_into_float_outs():
+    a = _bf16(1.75, 2.5, -1.0)
+    o = nbx.empty(3, dtype=nbx.float16)
+    nbx.lt(a, 2.0, out=o)
+    assert o.tolist() == [1.0, 0.0, 1.0]
+    o = nbx.empty(3, dtype=nbx.int32)
+    nbx.logical_and(a, a > 0, out=o)
+    assert o.tolist() == [1, 1, 0]
+
+
+def _records_with_out():
+    from nbxtensor.ops import registry
+    return [r for r in registry.all_ops() if r.extra.get("kind") == "pointwise" and "out" in r.extra.get("schema", "")
+            and r.extra.get("generic_test", True) and r.family in ("elementwise", "activation")]
+
+
+_QUICK = __import__("os").environ.get("NBX_TEST_QUICK", "0") == "1"
+_OUT_OPS = ("mul", "add", "div", "sub", "exp", "sigmoid", "clamp", "addcmul", "hypot", "square", "pow")
+
+
+@pytest.mark.parametrize("rec", [r for r in _records_with_out() if not _QUICK or r.name in _OUT_OPS],
+                         ids=lambda r: r.name)
+def test_out_equals_the_new_result_cast(rec):
+    """For every op with out=: whenever ``op(..., out=o)`` is accepted, ``o`` holds ``op(...).to(o.dtype)`` bit for
+    bit (PyTorch's rule: computed in the result dtype, then cast)."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pointwise_harness as H
+    ins = [T.bfloat16, T.float16, T.float8_e4m3fn, T.int32] if _QUICK else \
+        [T.bfloat16, T.float16, T.float32, T.float64, T.int32, T.uint8, T.bool_, T.float8_e4m3fn]
+    outs = [T.float32, T.float16, T.bfloat16] if _QUICK else [T.bfloat16, T.float16, T.float32, T.float64, T.int64,
+                                                               T.bool_]
+    names = rec.extra["schema_obj"].operands
+    checked = 0
+    for dt in ins:
+        rng = np.random.default_rng(3)
+        args = []
+        for k, n in enumerate(names):
+            if n in rec.extra.get("scalar_operands", ()):
+                args.append(2)
+                continue
+            args.append(nbx.from_numpy(H.values(rec, H._operand_dtype(rec, k, dt), (3, 5), rng, k)))
+        params = H.param_cases(rec)[-1]
+        try:
+            ref = rec.extra["function"](*args, **params)
+        except (RuntimeError, NotImplementedError, TypeError, ValueError):
+            continue
+        for od in outs:
+            if od is ref.dtype:
+                continue
+            o = nbx.empty(*ref.shape, dtype=od)
+            try:
+                rec.extra["function"](*args, **params, out=o)
+            except RuntimeError:
+                continue
+            a, b = o.numpy(), ref.to(od).numpy()
+            assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (rec.name, dt.name, od.name, a, b)
+            checked += 1
+    assert checked or rec.name in ("isposinf", "isneginf", "signbit", "bitwise_not", "frac", "nan_to_num", "abs",
+                                   "neg", "sign", "sgn", "floor", "ceil", "trunc", "round", "where", "lerp"), rec.name
+
+
+def test_ops_that_write_their_input_dtype_only_refuse_other_outs():
+    a = _bf16(1.75, -2.5)
+    f32 = nbx.empty(2)
+    for fn in (nbx.abs, nbx.neg, nbx.floor, nbx.sign, nbx.frac, lambda x, out: nbx.round(x, decimals=1, out=out),
+               lambda x, out: nbx.clamp(x, 0, 2, out=out), lambda x, out: nbx.clamp_min(x, 0, out=out),
+               lambda x, out: nbx.lerp(x, x, x, out=out)):
+        with pytest.raises(RuntimeError, match="Found dtype Float but expected BFloat16"):
+            fn(a, out=f32)
+    with pytest.raises(RuntimeError, match="Found dtype Float but expected Long"):
+        nbx.bitwise_not(nbx.tensor([1, 2]), out=f32)
+    with pytest.raises(RuntimeError, match="isposinf does not support non-boolean outputs.*Float"):
+        nbx.isposinf(a, out=f32)
+    with pytest.raises(RuntimeError, match="Expected out type to be BFloat16 but got Float"):
+        nbx.where(a > 0, a, a, out=f32)
+    with pytest.raises(RuntimeError, match="dtype of out: Float should be same as input: BFloat16"):
+        nbx.nan_to_num(a, out=f32)
+    # the same ops with tensor bounds / a scalar weight cast to out's dtype, rounded in the result dtype first
+    lo = _bf16(0.0, 0.0)
+    assert nbx.clamp(a, lo, None, out=f32).tolist() == [1.75, 0.0]
+    b = _bf16(3.0, 1.0)
+    assert nbx.lerp(a, b, 0.3, out=f32).tolist() == nbx.lerp(a, b, 0.3).float().tolist()
+    # the cast check comes before the op's dtype check, as ATen's: a float result into an int out
+    with pytest.raises(RuntimeError, match="result type BFloat16 can't be cast to the desired output type Int"):
+        nbx.bitwise_and(a, a, out=nbx.empty(2, dtype=nbx.int32))
+    # same dtypes stay accepted
+    assert nbx.abs(a, out=nbx.empty(2, dtype=nbx.bfloat16)).tolist() == [1.75, 2.5]
+    assert nbx.isposinf(a, out=nbx.empty(2, dtype=nbx.bool)).tolist() == [False, False]
+
+
+def test_inplace_on_a_wider_self_rounds_once():
+    # self float16 *= bfloat16: the result dtype is float32 (= the compute dtype), rounded once into self
+    h = nbx.tensor([1.0009765625, 3.0], dtype=nbx.float16)
+    b = _bf16(1.7578125, 1.0)
+    exp = (h.float() * b.float()).to(nbx.float16).tolist()
+    h.mul_(b)
+    assert h.tolist() == exp

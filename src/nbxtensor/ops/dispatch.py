@@ -35,6 +35,7 @@ Record fields read here (``rec.extra``):
                         ``f(args) -> set``)
 ``driver``              ``driver(rec, args: dict, *, out, inplace) -> Tensor`` (default :func:`pointwise`)
 ``prepare``             ``prepare(args: dict, prom) -> dict`` of kernel parameters; raises on bad values
+``out_dtype``           what ``out=`` dtypes the op accepts beyond ``can_cast`` (:func:`check_out_dtype`)
 ``method`` / ``inplace``  install ``Tensor.<name>`` / ``Tensor.<name>_`` (defaults True / False)
 ``dunders``             ``{"__add__": "fwd", "__radd__": "rev", "__iadd__": "inplace"}``
 ``namespaces``          where the function is exported: ``("torch",)`` (default) or ``("functional",)``
@@ -66,7 +67,8 @@ from ..tensor.core import Size, Tensor, make_tensor, new_empty
 from . import registry
 
 __all__ = ["Arg", "Schema", "parse_schema", "Promotion", "PROMOTION_KINDS", "promote", "opmath", "scalar_to",
-           "is_scalar", "common_device", "resolve_out", "check_inplace", "check_no_partial_overlap", "check_dtype",
+           "is_scalar", "common_device", "resolve_out", "check_inplace", "check_out_dtype", "check_no_partial_overlap",
+           "check_dtype",
            "pointwise", "install", "install_all", "exports", "torch_dtype_name"]
 
 _REQUIRED = object()
@@ -492,6 +494,48 @@ def check_inplace(self: Tensor, shape, result: DType, fn: str) -> Tensor:
     return self
 
 
+def check_out_dtype(rec, args: dict, out, prom: Promotion, fn: str) -> None:
+    """Checks of a user's ``out=`` dtype that PyTorch makes before the op's own dtype checks (so that
+    ``bitwise_and(float, float, out=int)`` reports the cast, as ATen does): the record's ``out_dtype`` rule, then
+    ``can_cast(prom.result, out.dtype)``.
+
+    ``extra["out_dtype"]`` (or ``f(args) -> rule``), for the ops whose ATen kernels do not cast to the output:
+
+    - ``"same"``: out must have the operands' common dtype (``abs``, ``neg``, ``floor``, ``clamp`` with scalar
+      bounds, ``lerp`` with a tensor weight, ...: ATen's "Found dtype Float but expected BFloat16");
+    - ``"bool"``: out must be bool (``isposinf``, ``isneginf``, ``signbit``);
+    - ``"result"``: out must have the result dtype (``where``: "Expected out type to be ...");
+    - ``"input"``: out must have the input's dtype (``nan_to_num``);
+    - ``None``: any dtype the result can be cast to (the value is computed in the result dtype, rounded there,
+      then cast: :func:`pointwise`).
+
+    Raises:
+        RuntimeError: naming the function, out's dtype and the dtype expected (PyTorch's wording included).
+    """
+    if not isinstance(out, Tensor):
+        return   # resolve_out raises the TypeError
+    rule = rec.extra.get("out_dtype")
+    if callable(rule):
+        rule = rule(args)
+    od = out.dtype
+    if rule == "same":
+        check(od is prom.common, lambda: f"{fn}: Found dtype {torch_dtype_name(od)} but expected "
+              f"{torch_dtype_name(prom.common)} (out= must have the operands' dtype here, got {od.name})")
+    elif rule == "bool":
+        check(od is T.bool_, lambda: f"{fn} does not support non-boolean outputs. (out= must be Bool, got "
+              f"{torch_dtype_name(od)})")
+    elif rule == "result":
+        check(od is prom.result, lambda: f"{fn}: Expected out type to be {torch_dtype_name(prom.result)} but got "
+              f"{torch_dtype_name(od)}")
+    elif rule == "input":
+        check(od is prom.input, lambda: f"{fn}: dtype of out: {torch_dtype_name(od)} should be same as input: "
+              f"{torch_dtype_name(prom.input)}")
+    else:
+        check(rule is None, lambda: f"{fn}: unknown out_dtype rule {rule!r} in the op record", ValueError)
+    check(can_cast(prom.result, od), lambda: f"{fn}: result type {torch_dtype_name(prom.result)} can't be cast to "
+          f"the desired output type {torch_dtype_name(od)}")
+
+
 def check_no_partial_overlap(out: Tensor, inp: Tensor, fn: str) -> None:
     """Refuse an input that shares memory with the output without being exactly it (same address, shape and
     strides), as ATen's ``assert_no_partial_overlap``: a kernel reading such an input while writing would see
@@ -520,13 +564,19 @@ def check_no_partial_overlap(out: Tensor, inp: Tensor, fn: str) -> None:
 def pointwise(rec, args: dict, *, out: Tensor | None = None, inplace: Tensor | None = None) -> Tensor:
     """Run elementwise op ``rec`` on bound arguments ``args`` (from :meth:`Schema.bind`).
 
-    Steps: device check; promotion over ``extra["promote"]`` operands (default: every operand); dtype check
-    on the operands' ``result_type`` (``prom.input``); ``extra["prepare"]`` for parameters and op-specific
-    errors; broadcasting; output
+    Steps: device check; promotion over ``extra["promote"]`` operands (default: every operand); ``out=``'s
+    dtype (:func:`check_out_dtype`); dtype check on the operands' ``result_type`` (``prom.input``);
+    ``extra["prepare"]`` for parameters and op-specific errors; broadcasting; output
     (new, ``out=`` or in-place); partial-overlap check; then the device implementation
     ``impl(out, inputs, prom, params)``, where ``inputs`` are tensors expanded to the output shape or Python
     scalars converted to ``prom.compute`` (NumPy scalars), in schema order (``None`` for absent optional
     operands). Zero-size outputs launch nothing.
+
+    An ``out=`` (or in-place ``self``) of another dtype than ``prom.result`` receives the value rounded to
+    ``prom.result`` first, then cast, as PyTorch (``mul(bf16, bf16, out=float32)`` is the bfloat16 product):
+    where the arithmetic runs in a wider dtype than the result (``prom.compute``: float16, bfloat16 and
+    float8 compute in float32), the implementation writes a temporary of ``prom.result`` that is then copied
+    into the output with the casting rules (one extra pass over the output, only for such calls).
 
     A call with a new output whose operands are all on one device takes a plan memoised per (op, device type,
     operand dtypes, shapes and strides, scalar types, promotion kind): promotion, broadcast shape, output layout
@@ -559,6 +609,8 @@ def _pointwise(rec, args: dict, out, inplace) -> Tensor:
     pnames = rec.extra.get("promote", names)
     kind = rec.extra.get("promotion", "default")
     prom = promote(kind(args) if callable(kind) else kind, *[args[n] for n in pnames if args[n] is not None], fn=fn)
+    if out is not None:
+        check_out_dtype(rec, args, out, prom, fn)
     allowed = rec.extra.get("dtypes")
     check_dtype(allowed(args) if callable(allowed) else allowed, prom.input, fn)
     prepare = rec.extra.get("prepare")
@@ -573,6 +625,12 @@ def _pointwise(rec, args: dict, out, inplace) -> Tensor:
         check_no_partial_overlap(o, t, fn)
     if o.numel() == 0:
         return o
+    dst = None
+    if o._dtype is not prom.result and prom.compute is not prom.result and prom.result.kind == T.KIND_FLOAT:
+        # PyTorch computes in the result dtype and casts that rounded value to out's dtype: bf16 * bf16 into a
+        # float32 out is the bfloat16 product, widened. The kernels round once to the tensor they write, so they
+        # write a temporary of the result dtype (ATen's CPU TensorIterator does the same) that is then cast.
+        dst, o = o, new_empty(o._shape, prom.result, dev)
     inputs = []
     for n in names:
         v = args[n]
@@ -583,6 +641,9 @@ def _pointwise(rec, args: dict, out, inplace) -> Tensor:
         else:
             inputs.append(scalar_to(v, prom.compute))
     registry.impl(rec.name, dev.type)(o, inputs, prom, params)
+    if dst is not None:
+        dst.copy_(o)
+        return dst
     return o
 
 

@@ -115,8 +115,15 @@ def _lg2_f(y):
 # =========================================================================================================
 # Unary
 # =========================================================================================================
+# ATen's kernels of these write their input's dtype only: out= of another dtype raises "Found dtype Float but
+# expected BFloat16" (dispatch.check_out_dtype); the other unary ops compute in the result dtype and cast to out's.
+_SAME_DTYPE_OUT = frozenset({"abs", "neg", "sign", "sgn", "floor", "ceil", "trunc", "frac", "bitwise_not"})
+
+
 def _unary(name, body, cpu, oracle, *, promotion="default", dtypes=NO_FP8, domain="any", flops=1, dunders=None,
            aliases=(), errors=(), tol=None, **kw):
+    if name in _SAME_DTYPE_OUT:
+        kw.setdefault("out_dtype", "same")
     declare(name, f"{name}(Tensor input, *, Tensor? out=None)", family=_FAM, body=body, cpu=cpu, oracle=oracle,
             promotion=promotion, dtypes=dtypes, domain=domain, flops=flops, dunders=dunders or {}, inplace=True,
             aliases=aliases, errors=list(errors), tolerance=tol, **kw)
@@ -586,6 +593,7 @@ _unary("trunc", _trunc_b, lambda x: np.trunc(x) if x.dtype.kind == "f" else x.co
 declare("round", "round(Tensor input, *, int decimals=0, Tensor? out=None)", family=_FAM, cpu=lambda x, decimals=0,
         ten=1.0, up=0: _np_round(x, decimals), oracle=lambda x, decimals=0, ten=1.0, up=0: _or_round(x, decimals),
         triton=_round_triton, promotion="default", domain="wide", inplace=True, prepare=_round_prepare,
+        out_dtype="same",
         # decimals != 0 is implemented for floating types only (PyTorch: "round_cpu" not implemented for 'Long')
         dtypes=lambda a: NUM | BARE_U if a.get("decimals", 0) == 0 else FLOATS,
         parity_superset={"dtypes": INTS | BARE_U, "reason": "PyTorch 2.13 rounds small integer tensors (a copy) but "
@@ -607,7 +615,7 @@ def _pred(name, body, cpu, oracle, dtypes=NO_FP8):
     no_out = name in ("isnan", "isinf", "isfinite")  # PyTorch has no out= for these three
     declare(name, f"{name}(Tensor input)" if no_out else f"{name}(Tensor input, *, Tensor? out=None)", family=_FAM,
             body=body, cpu=cpu, oracle=oracle, promotion="always_bool",
-            dtypes=dtypes, domain="special", inplace=False)
+            dtypes=dtypes, domain="special", inplace=False, out_dtype=None if no_out else "bool")
 
 
 @jit
@@ -724,7 +732,7 @@ def _or_nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0):
 declare("nan_to_num", "nan_to_num(Tensor input, float? nan=0.0, float? posinf=None, float? neginf=None, *, "
         "Tensor? out=None)", family=_FAM, body=_nan_to_num_b, params=("nan", "posinf", "neginf"),
         cpu=_np_nan_to_num, oracle=_or_nan_to_num, promotion="default", dtypes=NO_FP8, domain="special",
-        inplace=True, prepare=_nan_to_num_prepare, param_cases=[{}, {"nan": 1.5, "posinf": 7.0, "neginf": -3.0}])
+        inplace=True, prepare=_nan_to_num_prepare, out_dtype="input", param_cases=[{}, {"nan": 1.5, "posinf": 7.0, "neginf": -3.0}])
 
 
 @jit
@@ -1596,7 +1604,7 @@ declare("where", "where(Tensor condition, Tensor|Scalar input, Tensor|Scalar oth
                                                                              np.broadcast_to(x, np.shape(c))])
         if np.shape(c) == np.broadcast_shapes(np.shape(c), np.shape(x), np.shape(y)) else np.where(c, x, y),
         promotion="default", promote=("input", "other"), dtypes=ALL, domain="where", prepare=_where_prepare,
-        inplace=False, method=True,
+        inplace=False, method=True, out_dtype="result",
         errors=[(lambda nbx: (nbx.tensor([1., 0.]), nbx.tensor([1.]), nbx.tensor([2.])), {}, RuntimeError,
                  "boolean")])
 
@@ -1625,6 +1633,8 @@ declare("lerp", "lerp(Tensor input, Tensor end, Tensor|Scalar weight, *, Tensor?
         body=_lerp_b, cpu=_np_lerp, oracle=lambda x, e, w: np.asarray(x, np.float64) + np.asarray(w, np.float64) *
         (np.asarray(e, np.float64) - np.asarray(x, np.float64)), promotion="default", promote=("input", "end"),
         dtypes=FLOATS, domain="any", prepare=_lerp_prepare, inplace=True, flops=3,
+        # ATen's lerp with a tensor weight writes its input's dtype only; with a scalar weight it casts to out's
+        out_dtype=lambda a: "same" if isinstance(a["weight"], Tensor) else None,
         tolerance={"extra_atol": lambda x, e, w: np.maximum(np.abs(x), np.abs(e)),
                    "reason": "x + w*(e - x) cancels: the rounding error scales with |x| and |e|, not the result"},
         errors=[(lambda nbx: (nbx.tensor([1.]), nbx.tensor([1.], dtype=nbx.float64), 0.5), {}, RuntimeError,
@@ -1743,6 +1753,12 @@ def _clamp1_dtypes(bound):
     return lambda a: NUM | {T.bool_} if isinstance(a.get(bound), Tensor) else NUM
 
 
+def _clamp_out(*bounds):
+    # ATen's clamp with a scalar bound writes the common dtype only (out= of another raises "Found dtype ..."); with
+    # tensor bounds it casts to out's dtype
+    return lambda a: "same" if any(a.get(b) is not None and not isinstance(a[b], Tensor) for b in bounds) else None
+
+
 def _clamp_prepare(a, prom):
     check(a.get("min") is not None or a.get("max") is not None,
           "torch.clamp: At least one of 'min' or 'max' must not be None")
@@ -1762,13 +1778,14 @@ def _clamp_triton(out, inputs, prom, prm):
 declare("clamp", "clamp(Tensor input, Tensor|Scalar? min=None, Tensor|Scalar? max=None, *, Tensor? out=None)",
         family=_FAM, cpu=_np_clamp, oracle=_or_clamp, triton=_clamp_triton, promotion="default", dtypes=NUM,
         domain="clamp", prepare=_clamp_prepare, inplace=True, aliases=("clip",), flops=2,
+        out_dtype=_clamp_out("min", "max"),
         errors=[(lambda nbx: (nbx.tensor([1.]),), {}, RuntimeError, "At least one")])
 declare("clamp_min", "clamp_min(Tensor input, Tensor|Scalar min, *, Tensor? out=None)", family=_FAM,
         body=_clamp_min_b, cpu=lambda x, lo: np.maximum(x, lo), oracle=lambda x, lo: _or_clamp(x, lo, None),
-        promotion="default", dtypes=_clamp1_dtypes("min"), domain="clamp", inplace=True)
+        promotion="default", dtypes=_clamp1_dtypes("min"), domain="clamp", inplace=True, out_dtype=_clamp_out("min"))
 declare("clamp_max", "clamp_max(Tensor input, Tensor|Scalar max, *, Tensor? out=None)", family=_FAM,
         body=_clamp_max_b, cpu=lambda x, hi: np.minimum(x, hi), oracle=lambda x, hi: _or_clamp(x, None, hi),
-        promotion="default", dtypes=_clamp1_dtypes("max"), domain="clamp", inplace=True)
+        promotion="default", dtypes=_clamp1_dtypes("max"), domain="clamp", inplace=True, out_dtype=_clamp_out("max"))
 
 
 # --- masked_fill ------------------------------------------------------------------------------------------------------
