@@ -12,21 +12,21 @@ mkdir -p "$OUT"
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 case "$PHASE" in
 models)
-  timeout 150 python3 -m nbxtensor.cli demo --device cuda > "$OUT/demo.log" 2>&1
+  timeout 120 python3 -m nbxtensor.cli demo --device cuda > "$OUT/demo.log" 2>&1
   echo "demo rc=$?"; tail -n 25 "$OUT/demo.log"
-  timeout 380 python3 benchmarks/bench_models.py --device cuda --out "$OUT/models" --budget-s 340 \
+  timeout 370 python3 benchmarks/bench_models.py --device cuda --out "$OUT/models" --budget-s 330 \
     > "$OUT/models.log" 2>&1
   echo "models rc=$?"; sed -n '/^| row | metric/,/^$/p;/^| row | side/,/^$/p' "$OUT/models.log"
   ;;
 tier)
-  NBX_TEST_DEVICE=cuda NBX_TEST_QUICK=1 timeout 260 python3 -m pytest -p no:cacheprovider -q -n 14 -rfE \
+  NBX_TEST_DEVICE=cuda NBX_TEST_QUICK=1 timeout 300 python3 -m pytest -p no:cacheprovider -q -n 14 -rfE \
     -m "not parity" --junitxml="$OUT/junit.xml" tests > "$OUT/pytest.log" 2>&1
   echo "pytest rc=$?"; tail -n 15 "$OUT/pytest.log"
   timeout 80 python3 benchmarks/bench_runtime.py --out "$OUT" --quick > "$OUT/bench_runtime.log" 2>&1
   echo "runtime rc=$?"; grep -E "^\| (launch|alloc|copy|h2d|d2h|d2d)" "$OUT/runtime_summary.md" | head -16
   timeout 40 python3 benchmarks/bench_generate.py --device cuda --gemv-only > "$OUT/gemv.log" 2>&1
   echo "gemv rc=$?"; cat "$OUT/gemv.log"
-  timeout 200 python3 benchmarks/bench_ops.py --out "$OUT/bench" --budget-s 150 --quick \
+  timeout 150 python3 benchmarks/bench_ops.py --out "$OUT/bench" --budget-s 110 --quick \
     --ops family:unary,family:binary,family:activation,family:reduction,family:softmax,family:norm,copy_,mm,linear,scaled_dot_product_attention \
     > "$OUT/bench_ops.log" 2>&1
   echo "ops rc=$?"; sed -n '/Geometric mean/,/^## Rows below/p' "$OUT/bench/summary.md" | head -14
