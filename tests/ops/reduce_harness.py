@@ -109,7 +109,10 @@ def make(host: np.ndarray, layout: str, device):
 
 
 def block(device, op: str = "reduce_rows", key: str = "BLOCK_R") -> int:
-    return launch_config(op, nbx.device(device), rows=64, cols=4096)[key]
+    # reductions' rules may bound 'state' (values kept per lane); 1 (sum, extrema) picks the light kinds' block,
+    # and 2*block+1 is also BLOCK*k+1 for the heavier kinds' smaller power-of-two blocks
+    facts = {"state": 1} if op.startswith("reduce_") else {}
+    return launch_config(op, nbx.device(device), rows=64, cols=4096, **facts)[key]
 
 
 def layouts() -> list[str]:
