@@ -133,3 +133,21 @@ def test_an_embedding_index_out_of_range_surfaces_in_check_errors():
     g.check_errors()
     assert _bytes(out) == _bytes(nbx.ones(2, 4, device="cuda"))
 
+
+
+def test_capture_verified_keeps_a_graph_that_replays_the_eager_result_and_refuses_one_that_does_not():
+    if not HAVE_CUDA:
+        pytest.skip("no CUDA device")
+    from nbxtensor.device.cuda.graphs import capture_verified
+    x = nbx.arange(1024.0, device="cuda")
+    g, out = capture_verified(lambda: F.silu(x * 0.5), "silu")
+    x.fill_(3.0)
+    g.replay()
+    assert _bytes(out) == _bytes(F.silu(x * 0.5))
+    counter = nbx.zeros(4, device="cuda")
+
+    def step():                        # not idempotent: the replay sees the eager run's increment
+        counter.add_(1.0)
+        return counter * 1.0
+    with pytest.raises(RuntimeError, match="counter: the captured CUDA graph replayed to a different result"):
+        capture_verified(step, "counter")

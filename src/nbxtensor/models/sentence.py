@@ -371,21 +371,11 @@ class SentenceEncoder:
             backend_for(buf.device).write(buf._storage, 0, host, non_blocking=True)   # pinned staging: no sync
             graph.replay()
             return out
-        from .. import cuda as _cuda
+        from ..device.cuda.graphs import capture_verified
         buf = empty(host.size, dtype=_T.uint8, device=self.device)
         buf.copy_(from_numpy(host))
         args = self._static_args(buf, layout)
-        ref = self._graph_body(*args).cpu().numpy()          # the eager pass: compiles, and is the reference
-        graph = _cuda.CUDAGraph()
-        with _cuda.graph(graph):
-            out = self._graph_body(*args)
-        graph.replay()
-        got = out.cpu().numpy()
-        if got.tobytes() != ref.tobytes():
-            graph.reset()
-        check(got.tobytes() == ref.tobytes(), lambda: f"{fn}: the CUDA graph captured for batch {B}, length {L} "
-              f"replayed to a different result than the eager pass ({int((got != ref).sum())} of {got.size} values "
-              "differ); set cuda_graphs = False (or NBX_CUDA_GRAPHS=0) to run eagerly, and report this")
+        graph, out = capture_verified(lambda: self._graph_body(*args), f"{fn} (batch {B}, length {L})")
         self._graphs[key] = (buf, graph, out)
         while len(self._graphs) > self.max_graphs:
             self._graphs.popitem(last=False)[1][1].reset()

@@ -38,7 +38,7 @@ from . import context as C
 from . import driver as D
 from .stream import Stream, StreamContext, current_stream, current_stream_handle
 
-__all__ = ["CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "capture_of"]
+__all__ = ["CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "capture_of", "capture_verified"]
 
 _MODES = ("global", "thread_local", "relaxed")
 _pool_ids = itertools.count(1)
@@ -298,3 +298,28 @@ class graph:
             self._ctx.__exit__(None, None, None)
             current_stream(s.device_index).wait_stream(s)   # later work sees what the capture's warm-up wrote
         return False
+
+
+def capture_verified(body, what: str):
+    """``(graph, static output)`` of ``body``, a function of no arguments that queues GPU work and returns one
+    tensor, captured only after proving the capture right: ``body()`` runs once eagerly (compiling its kernels,
+    and giving the reference), a second call is captured into a :class:`CUDAGraph`, and the graph's first replay
+    must give the same output bytes as the eager run. ``body`` must read only device tensors (its static inputs)
+    and may run twice (an idempotent step: the model runners' passes and decode steps are).
+
+    Raises:
+        RuntimeError: the replay's bytes differ from the eager run's (naming ``what`` and how many values differ);
+            the graph is reset first. Capture errors as :class:`graph` raises them.
+    """
+    ref = body().cpu().numpy()
+    g = CUDAGraph()
+    with graph(g):
+        out = body()
+    g.replay()
+    got = out.cpu().numpy()
+    if got.tobytes() != ref.tobytes():
+        g.reset()
+        raise RuntimeError(f"{what}: the captured CUDA graph replayed to a different result than the eager pass "
+                           f"({int((got != ref).sum())} of {got.size} values differ); run it eagerly "
+                           "(cuda_graphs = False, or NBX_CUDA_GRAPHS=0) and report this")
+    return g, out
