@@ -27,7 +27,7 @@ tier)
   timeout 40 python3 benchmarks/bench_generate.py --device cuda --gemv-only > "$OUT/gemv.log" 2>&1
   echo "gemv rc=$?"; cat "$OUT/gemv.log"
   timeout 150 python3 benchmarks/bench_ops.py --out "$OUT/bench" --budget-s 110 --quick \
-    --ops family:unary,family:binary,family:activation,family:reduction,family:softmax,family:norm,copy_,mm,linear,scaled_dot_product_attention \
+    --ops family:elementwise,family:activation,family:reduction,family:softmax,family:norm,copy_,mm,linear,scaled_dot_product_attention \
     > "$OUT/bench_ops.log" 2>&1
   echo "ops rc=$?"; sed -n '/Geometric mean/,/^## Rows below/p' "$OUT/bench/summary.md" | head -14
   ;;
