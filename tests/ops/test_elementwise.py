@@ -688,3 +688,20 @@ def test_sm90_floor_division_instruction_budget(case, monkeypatch):
     per, ops = _sass_per_element(_compile_as_jit(kernel, kargs, meta), meta)
     assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
     assert per <= _DIV_BUDGETS[case], f"{case}: {per:.1f} SASS instructions per element"
+
+
+def test_signature_and_dtype_refusals_as_pytorch(device):
+    a = nbx.tensor([1, 2, 3], device=device)
+    with pytest.raises(TypeError, match="out"):   # torch.rsub has no out= argument
+        nbx.rsub(a, a, out=nbx.empty(3, dtype=nbx.int64, device=device))
+    b = nbx.tensor([True, False, True], device=device)
+    for call in (lambda: nbx.pow(b, b), lambda: b ** b, lambda: nbx.pow(True, b), lambda: b.clone().pow_(b)):
+        with pytest.raises(NotImplementedError, match="\"pow\" not implemented for 'Bool'"):
+            call()
+    assert nbx.pow(b, True).tolist() == [True, False, True] and nbx.pow(b, 2).tolist() == [1, 0, 1]
+    for x in (a, a.float()):
+        with pytest.raises(RuntimeError, match="Integer division with addcdiv is no longer supported"):
+            nbx.addcdiv(x, a, a)
+    with pytest.raises(RuntimeError, match="Integer division with addcdiv"):
+        nbx.addcdiv(b, b, b)
+    assert nbx.addcdiv(a, a.float(), a.float()).tolist() == [2.0, 3.0, 4.0]

@@ -574,3 +574,75 @@ def test_kernels_compile_for_sm90(case, stage):
         for loop in (dict(UNROLL=4, EVEN=True, INTERLEAVE=stage == 1), dict(UNROLL=2)):
             H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=1, BLOCK_R=1024, **loop), num_warps=4)
             H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=8, BLOCK_I=256, **loop), num_warps=8)
+
+
+# out= of another dtype (PyTorch 2.13's rules, checked in tests/ops/parity/test_reduction_out_parity.py)
+def _bf16_witness(device):
+    # 1 + 2**-8 + 2**-9 is exact in float32 and 1.0078125 in bfloat16
+    return nbx.tensor([[1.0, 2.0 ** -8, 2.0 ** -9, 0.0]] * 2, dtype=nbx.bfloat16, device=device)
+
+
+@pytest.mark.parametrize("od", ["float32", "float64"])
+def test_out_dtype_is_the_accumulation_dtype(od, device):
+    w = _bf16_witness(device)
+    for op in (nbx.sum, nbx.nansum):
+        assert op(w, 1, out=nbx.empty(0, dtype=getattr(nbx, od), device=device)).tolist() == [1.005859375] * 2
+    assert op(w, 1).tolist() == [1.0078125] * 2
+    m = nbx.mean(w, 1, out=nbx.empty(0, dtype=getattr(nbx, od), device=device)).tolist()
+    assert m == pytest.approx([1.005859375 / 4] * 2, rel=1e-7)
+    v = nbx.var(w, 1, out=nbx.empty(0, dtype=getattr(nbx, od), device=device))
+    assert v.dtype is getattr(nbx, od) and v.tolist() == pytest.approx([0.24902694] * 2, rel=1e-6)
+    lse = nbx.logsumexp(w, 1, out=nbx.empty(0, dtype=getattr(nbx, od), device=device)).tolist()
+    assert lse[0] == pytest.approx(math.log(math.exp(1) + math.exp(2 ** -8) + math.exp(2 ** -9) + 1), rel=1e-6)
+
+
+def test_out_dtype_converts_the_input_first(device):
+    f = nbx.tensor([[0.7, 0.7, 0.7, 1.6], [2.5, -1.5, 3.7, 0.2]], device=device)
+    for od in ("int64", "int32", "int8"):   # the truncated elements summed (PyTorch: 1 and 4, not 3 and 5)
+        assert nbx.sum(f, 1, out=nbx.empty(0, dtype=getattr(nbx, od), device=device)).tolist() == [1, 4]
+    assert nbx.prod(f, 1, out=nbx.empty(0, dtype=nbx.int64, device=device)).tolist() == [0, 0]
+    assert nbx.sum(f, 1, out=nbx.empty(0, dtype=nbx.bool, device=device)).tolist() == [True, True]
+    # bfloat16 1e5 is inf in float16: the sum into a float16 out is NaN (as dtype=float16); mean computes in float32
+    x = nbx.tensor([[1e5, -1e5]], dtype=nbx.bfloat16, device=device)
+    assert math.isnan(nbx.sum(x, 1, out=nbx.empty(0, dtype=nbx.float16, device=device)).item())
+    assert math.isnan(nbx.sum(x, 1, dtype=nbx.float16).item())
+    assert nbx.mean(x, 1, out=nbx.empty(0, dtype=nbx.float16, device=device)).item() == 0.0
+    e = nbx.empty(2, 0, device=device)
+    assert nbx.sum(e, 1, out=nbx.empty(0, dtype=nbx.int32, device=device)).tolist() == [0, 0]
+
+
+def test_out_dtype_refusals(device):
+    x = nbx.ones(2, 3, device=device)
+
+    def o(dt):
+        return nbx.empty(0, dtype=dt, device=device)
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype double, but got float instead"):
+        nbx.sum(x, 1, dtype=nbx.float64, out=o(nbx.float32))
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype double, but got float instead"):
+        nbx.mean(x, 1, dtype=nbx.float64, out=o(nbx.float32))
+    with pytest.raises(RuntimeError, match="provided dtype must match dtype of result. Got Float and Double"):
+        nbx.nansum(x, 1, dtype=nbx.float64, out=o(nbx.float32))
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        nbx.mean(x, 1, out=o(nbx.int64))
+    with pytest.raises(NotImplementedError, match="'Long'"):
+        nbx.nansum(x, 1, out=o(nbx.int64))
+    assert nbx.nansum(x, 1, dtype=nbx.int64, out=o(nbx.int64)).tolist() == [3, 3]
+    with pytest.raises(NotImplementedError, match="'UInt16'"):
+        nbx.sum(x, 1, out=o(nbx.uint16))
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Int"):
+        nbx.var(x, 1, out=o(nbx.int32))
+    with pytest.raises(RuntimeError, match="Expected floating point type for result tensor, but got: Long"):
+        nbx.logsumexp(x, 1, out=o(nbx.int64))
+    with pytest.raises(RuntimeError, match="got Float for input's dtype and Double for out's dtype"):
+        nbx.amax(x, 1, out=o(nbx.float64))
+    with pytest.raises(RuntimeError, match="all only supports bool tensor for result, got: Float"):
+        nbx.all(x, 1, out=o(nbx.float32))
+    assert nbx.any(x, 1, out=o(nbx.uint8)).tolist() == [1, 1]
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype long int, but got int instead"):
+        nbx.argmax(x, 1, out=o(nbx.int32))
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype float, but got double instead"):
+        nbx.max(x, 1, out=(o(nbx.float64), o(nbx.int64)))
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype float, but got c10::BFloat16 instead"):
+        nbx.vector_norm(x, dim=1, out=o(nbx.bfloat16))
+    with pytest.raises(RuntimeError, match="expected input to have floating point or complex dtype but got Int"):
+        nbx.nanmean(nbx.ones(2, 3, dtype=nbx.int32, device=device), 1)

@@ -174,3 +174,29 @@ def test_kernels_compile_for_sm90(kind, xt):
     consts = dict(KIND=kind, HAS_I=kind in (S.S_MAX, S.S_MIN), ACC=acc, IDENT=S._ident(kind, H.nbx_dtype(acc)))
     H.compile_sm90(S._scan_rows_kernel, types, dict(consts, BLOCK_M=4, BLOCK_R=512))
     H.compile_sm90(S._scan_cols_kernel, types, dict(consts, BLOCK_R=16, BLOCK_I=128))
+
+
+def test_out_dtype_is_the_computation_dtype(device):
+    # as torch.cumsum: out's dtype is the accumulation dtype (1 + 2**-8 + 2**-9 is exact in float32, not in bfloat16)
+    w = nbx.tensor([[1.0, 2.0 ** -8, 2.0 ** -9]], dtype=nbx.bfloat16, device=device)
+    assert nbx.cumsum(w, 1, out=nbx.empty(0, device=device)).tolist() == [[1.0, 1.00390625, 1.005859375]]
+    assert nbx.cumsum(w, 1).tolist()[0][-1] == 1.0078125
+    f = nbx.tensor([[0.7, 0.7, 0.7, 1.6]], device=device)   # the input converted first: truncated
+    assert nbx.cumsum(f, 1, out=nbx.empty(0, dtype=nbx.int8, device=device)).tolist() == [[0, 0, 0, 1]]
+    assert nbx.cumprod(f, 1, out=nbx.empty(0, dtype=nbx.float64, device=device)).tolist()[0][1] == \
+        pytest.approx(0.49, rel=1e-6)
+
+
+def test_out_dtype_refusals(device):
+    x = nbx.ones(2, 3, device=device)
+
+    def o(dt):
+        return nbx.empty(0, dtype=dt, device=device)
+    with pytest.raises(NotImplementedError, match="'Bool'"):
+        nbx.cumsum(x, 1, out=o(nbx.bool))
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype double, but got float instead"):
+        nbx.cumprod(x, 1, dtype=nbx.float64, out=o(nbx.float32))
+    with pytest.raises(RuntimeError, match="expected scalar_type Float but found Double"):
+        nbx.logcumsumexp(x, 1, out=o(nbx.float64))
+    with pytest.raises(RuntimeError, match="expected scalar_type Long but found Int"):
+        nbx.cummax(x, 1, out=(o(nbx.float32), o(nbx.int32)))

@@ -764,10 +764,12 @@ _unary("bitwise_not", _bitwise_not_b, np.invert, lambda x: np.invert(np.asarray(
 # =========================================================================================================
 def _binary(name, body, cpu, oracle, *, other="Tensor|Scalar", input_="Tensor", promotion="default", dtypes=NO_FP8,
             dunders=None, params_sig="", params=(), domain="any", flops=1, aliases=(), errors=(), tol=None,
-            inplace=True, **kw):
+            inplace=True, has_out=True, **kw):
     sig = f"{name}({input_} input, {other} other{', ' + params_sig if params_sig else ''}, *, Tensor? out=None)"
     if params_sig.startswith("*"):
         sig = f"{name}({input_} input, {other} other, {params_sig}, Tensor? out=None)"
+    if not has_out:   # (torch.rsub has no out= argument)
+        sig = sig.replace(", *, Tensor? out=None)", ")").replace(", Tensor? out=None)", ")")
     declare(name, sig, family=_FAM, body=body, cpu=cpu, oracle=oracle, params=params, promotion=promotion,
             dtypes=dtypes, dunders=dunders or {}, domain=domain, flops=flops, aliases=aliases, errors=list(errors),
             tolerance=tol, inplace=inplace, **kw)
@@ -850,7 +852,7 @@ _binary("rsub", _rsub_b, lambda x, y, alpha=1: y - (x * x.dtype.type(alpha) if a
         lambda x, y, alpha=1: _or_add(y, -np.asarray(x) if np.asarray(x).dtype.kind == "f" else
                                       -np.asarray(x).astype(np.int64), alpha),
         params_sig="*, Scalar alpha=1", params=("alpha",), dtypes=STD, prepare=_sub_prepare, inplace=False,
-        refused=frozenset({T.bool_}),
+        refused=frozenset({T.bool_}), has_out=False,
         method=False, param_cases=[{}, {"alpha": 2}])
 
 
@@ -1169,15 +1171,20 @@ def _pow_prepare(a, prom):
     if isinstance(x, Tensor) and x.dtype.kind in (T.KIND_INT, T.KIND_UINT, T.KIND_BOOL) and \
             isinstance(e, int) and not isinstance(e, bool):
         check(e >= 0, "Integers to negative integer powers are not allowed.")
+    # ATen's pow(Tensor, Scalar) copies or fills for a bool exponent; its tensor kernel has no bool instance
+    check(prom.input is not T.bool_ or not isinstance(e, Tensor), "\"pow\" not implemented for 'Bool' (bool ** "
+          "bool tensors; a Python bool exponent is accepted)", NotImplementedError)
     return {}
 
 
 declare("pow", "pow(Tensor|Scalar input, Tensor|Scalar exponent, *, Tensor? out=None)", family=_FAM, body=_pow_b,
         cpu=_np_pow, oracle=_or_pow, promotion="default", dtypes=NUM | {T.bool_}, domain="pow", prepare=_pow_prepare,
-        flops=8, parity_superset={"dtypes": frozenset({T.bool_}), "reason": "PyTorch computes bool ** Python bool but "
-                                  "refuses bool ** bool tensors; nbxtensor computes both"},
+        flops=8, refused=frozenset({T.bool_}),   # bool ** bool tensors: PyTorch's NotImplementedError (error data)
         inplace=True, dunders={"__pow__": "fwd", "__rpow__": "rev", "__ipow__": "inplace"},
-        errors=[(lambda nbx: (nbx.tensor([2]), -1), {}, RuntimeError, "negative integer powers")])
+        errors=[(lambda nbx: (nbx.tensor([2]), -1), {}, RuntimeError, "negative integer powers"),
+                (lambda nbx: (nbx.tensor([True]), nbx.tensor([True])), {}, NotImplementedError,
+                 "not implemented for 'Bool'"),
+                (lambda nbx: (True, nbx.tensor([True])), {}, NotImplementedError, "not implemented for 'Bool'")])
 
 
 # --- max / min ------------------------------------------------------------------------------------------------
@@ -1661,6 +1668,15 @@ def _addcdiv_b(x, a, b, v, p1, p2):
     return x + v * H.div_rn(a, b)
 
 
+def _addcdiv_dtypes(a) -> frozenset:
+    """addcdiv's dtypes (floating), after PyTorch's refusal of integer tensor1 and tensor2, which ATen makes before
+    any dtype check (``addcdiv(int, int, int)`` is that RuntimeError, not "not implemented for 'Long'")."""
+    t1, t2 = a.get("tensor1"), a.get("tensor2")
+    if isinstance(t1, Tensor) and isinstance(t2, Tensor):
+        _addcdiv_prepare(a, None)
+    return FLOATS
+
+
 def _addcdiv_prepare(a, prom):
     t1, t2 = a["tensor1"], a["tensor2"]
     ints = (T.KIND_INT, T.KIND_UINT, T.KIND_BOOL)
@@ -1691,9 +1707,11 @@ declare("addcmul", "addcmul(Tensor input, Tensor tensor1, Tensor tensor2, *, Sca
 declare("addcdiv", "addcdiv(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1, Tensor? out=None)",
         family=_FAM, body=_addcdiv_b, params=("value",),
         cpu=lambda x, a, b, value=1: x + x.dtype.type(value) * (a / b), oracle=_or_addc(True), promotion="default",
-        dtypes=FLOATS, domain="divisor3", prepare=_addcdiv_prepare, inplace=True, flops=3,
+        dtypes=_addcdiv_dtypes, domain="divisor3", prepare=_addcdiv_prepare, inplace=True, flops=3,
         param_cases=[{}, {"value": 0.5}],
         errors=[(lambda nbx: (nbx.tensor([1.]), nbx.tensor([1]), nbx.tensor([1])), {}, RuntimeError,
+                 "Integer division"),
+                (lambda nbx: (nbx.tensor([1]), nbx.tensor([1]), nbx.tensor([1])), {}, RuntimeError,
                  "Integer division")])
 
 

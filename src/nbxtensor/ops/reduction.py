@@ -49,6 +49,17 @@ semantics are PyTorch's CUDA ones: divisions (means, variances, Welford's weight
 (:func:`~.triton_helpers.div_rn`; Triton's float32 ``/`` is the 2-ulp ``div.full.f32``), logsumexp's exp and log
 are libdevice's, extrema propagate NaN (checked on the sm_90 code by tests/ops/test_ptx_audit.py).
 
+**out= of another dtype** (PyTorch 2.13's CPU rules, :func:`out_dtypes`): ``sum``, ``nansum``, ``prod`` (and the
+scans ``cumsum``/``cumprod``) take out's dtype as the result and computation dtype, as ``dtype=`` would: the input
+is converted to it, then reduced (``sum(bf16, out=float32)`` accumulates and writes float32; ``sum(float32
+[0.7, 0.7], out=int64)`` sums the truncated elements: 0); a ``dtype=`` that differs from out's is refused ("Expected
+out tensor to have dtype double, but got float instead"). ``mean`` does the same for floating outs (a
+float16/bfloat16 out computes in float32), ``var``/``std`` for any out the result casts to, ``logsumexp`` for
+floating outs (PyTorch rounds ``exp(x - max)`` to the input's dtype first, nbxtensor does not: within the input
+dtype's tolerance); ``amax``/``amin``, ``argmax``/``argmin``, ``max``/``min(dim)``, ``aminmax`` and the norms want
+out's dtype to be the result's; ``all``/``any`` bool or uint8 outs. The kernels write out's dtype directly (no
+temporary of the result dtype).
+
 The ``cpu`` implementations use NumPy in the same accumulation dtypes, moving the reduced axes last and
 reducing contiguous rows (NumPy's pairwise summation). The oracles compute in float64 (int64 for integer sums)
 with NumPy's own reductions. Differences from PyTorch: complex and float8 inputs are not supported
@@ -68,7 +79,7 @@ import numpy as np
 from .._errors import check, fail
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
-from ..dtypes.promotion import get_default_dtype
+from ..dtypes.promotion import get_default_dtype, promote_types
 from ..dtypes.table import DType
 from ..runtime.configs import launch_config
 from ..runtime.launcher import interpreting, launch
@@ -1223,12 +1234,35 @@ def refuse_dtype(d: DType, fn: str, allowed) -> None:
           f"supported dtypes: {[a.name for a in allowed]}", NotImplementedError)
 
 
-def new_out(out, shape, dtype: DType, dev, fn: str, *, exact: bool) -> tuple[Tensor, Tensor]:
+# C++ names of the scalar types, as ATen's "Expected out tensor to have dtype float, but got c10::Half instead"
+_CPP_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short int", "int32": "int",
+              "int64": "long int", "float16": "c10::Half", "bfloat16": "c10::BFloat16", "float32": "float",
+              "float64": "double"}
+
+
+def _cpp(d: DType) -> str:
+    return _CPP_NAMES.get(d.name, dispatch.torch_dtype_name(d))
+
+
+def out_mismatch(fn: str, expected: DType, got: DType, style: str = "out") -> str:
+    """PyTorch's message for an ``out=`` (or ``dtype=``) that must have dtype ``expected`` but has ``got``:
+    ``style`` "out" (ATen's ``check_out``: "Expected out tensor to have dtype double, but got float instead"),
+    "input" (``amax``/``amin``), "scalar_type" (``cummax``, ``logcumsumexp``)."""
+    if style == "input":
+        return (f"{fn}: Expected the dtype for input and out to match, but got {dispatch.torch_dtype_name(expected)} "
+                f"for input's dtype and {dispatch.torch_dtype_name(got)} for out's dtype.")
+    if style == "scalar_type":
+        return (f"{fn}: expected scalar_type {dispatch.torch_dtype_name(expected)} but found "
+                f"{dispatch.torch_dtype_name(got)} (out= must have that dtype)")
+    return f"{fn}: Expected out tensor to have dtype {_cpp(expected)}, but got {_cpp(got)} instead"
+
+
+def new_out(out, shape, dtype: DType, dev, fn: str, *, exact: bool, style: str = "out") -> tuple[Tensor, Tensor]:
     """(tensor returned to the caller, tensor the implementation writes): the same, unless ``out=`` has another
-    dtype (allowed where PyTorch allows it: ``exact=False``); then a temporary of ``dtype`` copied over after."""
+    dtype (allowed where PyTorch allows it: ``exact=False``); then a temporary of ``dtype`` copied over after.
+    ``exact``: ``out`` must have ``dtype`` (RuntimeError with PyTorch's message, :func:`out_mismatch` ``style``)."""
     if out is not None and exact and isinstance(out, Tensor):
-        check(out.dtype is dtype, lambda: f"{fn}: Expected out tensor to have dtype {dtype.name}, but got "
-              f"{out.dtype.name} instead")
+        check(out.dtype is dtype, lambda: out_mismatch(fn, dtype, out.dtype, style))
     o = dispatch.resolve_out(out, shape, dtype, dev, fn)
     return o, (o if o.dtype is dtype else new_empty(shape, dtype, dev))
 
@@ -1245,7 +1279,8 @@ def compute_input(x: Tensor, cd: DType) -> Tensor:
     if cd is x.dtype:
         return x
     same_kind = x.dtype.kind == cd.kind or (x.dtype.kind in _INT_LIKE and cd.kind in _INT_LIKE)
-    if same_kind and x.dtype.itemsize <= cd.itemsize and acc_dtype(K_SUM, x.dtype) is acc_dtype(K_SUM, cd) \
+    # (promote_types: every value of x is one of cd's; bfloat16 <-> float16 and int8 -> uint8 are not widenings)
+    if same_kind and promote_types(x.dtype, cd) is cd and acc_dtype(K_SUM, x.dtype) is acc_dtype(K_SUM, cd) \
             and x.dtype not in BARE_UINTS and x.dtype.kind != T.KIND_BOOL and cd.kind != T.KIND_BOOL:
         return x
     return x.to(cd)
@@ -1259,8 +1294,78 @@ def _run(name: str, x: Tensor, dims, outs, **params) -> None:
     registry.impl(name, x.device.type)(x, dims, *outs, **params)
 
 
-def _simple_driver(how: str, *, result, allowed, identity=None, exact_out=False, has_dtype=True, no_identity=False):
-    """The driver of a single-output reduction over int/tuple/None dims (``extra["driver"]``)."""
+_HALVES = (T.float16, T.bfloat16)
+
+
+def out_dtypes(rule: str, rec, x: Tensor, out, dt: DType | None, res: DType, cd: DType, fn: str):
+    """``(dtype written, dtype computed in)`` of a reduction called with ``out=`` (PyTorch's rules, checked on
+    PyTorch 2.13's CPU kernels), from the call's ``res``/``cd`` without ``out=``. ``rule``:
+
+    - ``"compute"`` (``sum``, ``prod``, ``nansum``, ``cumsum``, ``cumprod``): out's dtype is the result dtype and
+      the computation dtype, as if passed as ``dtype=``: the input is converted to it first, then reduced
+      (``sum(bf16, out=float32)`` accumulates and writes float32; ``sum(float32 [0.7, 0.7], out=int64)`` is 0).
+      ``dtype=`` must equal it; floating ``nansum`` refuses non-floating outs; bool (scans), uint16/32/64 outs
+      are not implemented;
+    - ``"mean"`` (``mean``, ``nanmean``): the same for floating outs (``mean`` into float16/bfloat16 computes in
+      float32 and rounds once); a non-floating out is refused;
+    - ``"cast"`` (``var``, ``std``): any out ``res`` can be cast to (:func:`~.dispatch.check_out_dtype`), computed
+      in out's dtype;
+    - ``"float"`` (``logsumexp``): any floating out, written from the computation in ``cd``;
+    - ``"input"`` (``amax``, ``amin``): out's dtype must be the input's;
+    - ``"bool"`` (``all``, ``any``): bool or uint8 outs.
+
+    Raises:
+        RuntimeError: ``dtype=`` and out disagree, or out's dtype is refused (PyTorch's messages).
+        NotImplementedError: out dtypes PyTorch's kernels do not implement.
+    """
+    if not isinstance(out, Tensor):
+        return res, cd   # resolve_out raises the TypeError
+    od = out.dtype
+    if rule == "compute":
+        if dt is not None:
+            nan_float = fn == "nansum" and x.dtype.kind == T.KIND_FLOAT
+            check(dt is od, lambda: f"nansum: provided dtype must match dtype of result. Got "
+                  f"{dispatch.torch_dtype_name(od)} and {dispatch.torch_dtype_name(dt)}." if nan_float else
+                  out_mismatch(fn, dt, od))
+        if fn == "nansum" and x.dtype.kind == T.KIND_FLOAT and dt is None:   # (with dtype=, PyTorch computes)
+            refuse_dtype(od, "nansum", FLOATS)
+        refuse_dtype(od, fn, _ORDERED if rec.family == "reduction" else INTS + FLOATS)
+        return od, od
+    if rule == "mean":
+        if dt is not None:
+            check(dt is od, lambda: out_mismatch(fn, dt, od) if fn == "mean" else
+                  f"nansum: provided dtype must match dtype of result. Got {dispatch.torch_dtype_name(od)} and "
+                  f"{dispatch.torch_dtype_name(dt)}.")
+        if fn == "nanmean":
+            refuse_dtype(od, "nansum", FLOATS)
+        else:   # ATen divides the sum by the count in place: a float result that cannot go to an integer out
+            dflt = get_default_dtype()
+            dispatch.check_out_dtype(rec, {}, out, dispatch.Promotion(dflt, dflt, dflt, x.dtype), fn)
+        refuse_dtype(od, fn, FLOATS)   # (float8)
+        return od, (T.float32 if fn == "mean" and od in _HALVES else od)
+    if rule == "cast":
+        dispatch.check_out_dtype(rec, {}, out, dispatch.Promotion(res, res, res, x.dtype), fn)
+        refuse_dtype(od, fn, FLOATS)
+        return od, od
+    if rule == "float":
+        check(od.kind == T.KIND_FLOAT, lambda: f"{fn}(): Expected floating point type for result tensor, but got: "
+              f"{dispatch.torch_dtype_name(od)}")
+        refuse_dtype(od, fn, FLOATS)
+        return od, cd
+    if rule == "input":
+        check(od is x.dtype, lambda: out_mismatch(fn, x.dtype, od, "input"))
+        return res, cd
+    if rule == "bool":
+        check(od in (T.bool_, T.uint8), lambda: f"{fn} only supports bool tensor for result, got: "
+              f"{dispatch.torch_dtype_name(od)}")
+        return od, cd
+    fail(f"{fn}: unknown out= rule {rule!r}", ValueError)
+
+
+def _simple_driver(how: str, *, result, allowed, identity=None, exact_out=False, has_dtype=True, no_identity=False,
+                   out_rule: str = "compute"):
+    """The driver of a single-output reduction over int/tuple/None dims (``extra["driver"]``); ``out_rule``: what
+    an ``out=`` of another dtype does (:func:`out_dtypes`)."""
     def driver(rec, args, *, out=None, inplace=None):
         fn = rec.name
         x = args["input"]
@@ -1273,8 +1378,11 @@ def _simple_driver(how: str, *, result, allowed, identity=None, exact_out=False,
         dt = args.get("dtype") if has_dtype else None
         refuse_dtype(x.dtype, fn, allowed)
         res_dt = result(x.dtype, dt, fn)
+        cd = dt if dt is not None else (res_dt if res_dt.kind == T.KIND_FLOAT else x.dtype)
+        if out is not None:
+            res_dt, cd = out_dtypes(out_rule, rec, x, out, dt, res_dt, cd, fn)
         shape = _out_shape(x.shape, dims, keepdim)
-        o, work = new_out(out, shape, res_dt, x.device, fn, exact=exact_out)
+        o, work = new_out(out, shape, res_dt, x.device, fn, exact=exact_out, style="input")
         dispatch.check_no_partial_overlap(o, x, fn)
         if numel(shape) == 0:
             return o
@@ -1285,7 +1393,6 @@ def _simple_driver(how: str, *, result, allowed, identity=None, exact_out=False,
                   f"{next(d for d in dims if x.shape[d] == 0)} to have non-zero size.", IndexError)
             work.fill_(identity)
             return finish_out(o, work)
-        cd = dt if dt is not None else (res_dt if res_dt.kind == T.KIND_FLOAT else x.dtype)
         _run(rec.name, compute_input(x, cd), dims, (_keep_view(work, dims, keepdim, x.ndim),), how=how)
         return finish_out(o, work)
     return driver
@@ -1307,6 +1414,13 @@ def _float_result(d: DType, dt: DType | None, fn: str) -> DType:
     check(r.kind == T.KIND_FLOAT, lambda: f"{fn}(): could not infer output dtype. Input dtype must be either a "
           f"floating point or complex dtype. Got: {dispatch.torch_dtype_name(r)}")
     return r
+
+
+def _nanmean_result(d: DType, dt: DType | None, fn: str) -> DType:
+    check(d.kind == T.KIND_FLOAT, lambda: f"{fn}(): expected input to have floating point or complex dtype but got "
+          f"{dispatch.torch_dtype_name(d)} (integral types and 'Bool' are not supported for nanmean, even with a "
+          "floating dtype= or out=)")
+    return _float_result(d, dt, fn)
 
 
 def _lse_result(d: DType, dt: DType | None, fn: str) -> DType:
@@ -1352,7 +1466,11 @@ def _var_driver(take_sqrt: bool, with_mean: bool):
             ov = wv = new_empty(shape, x.dtype, x.device)
             m = new_empty(shape, x.dtype, x.device)
         else:
-            ov, wv = new_out(out, shape, x.dtype, x.device, fn, exact=False)
+            res = x.dtype
+            if out is not None:   # computed in out's dtype (the input converted first), as ATen's std_var_out
+                res, _ = out_dtypes("cast", rec, x, out, None, res, res, fn)
+                x = compute_input(x, res)
+            ov, wv = new_out(out, shape, res, x.device, fn, exact=False)
             m = None
         if numel(shape):
             if _empty_reduced(x, dims):
@@ -1591,14 +1709,14 @@ _ERRORS = {
     "sum": [_E_DIM, _E_REPEAT, _E_COMPLEX],
     "nansum": [_E_DIM, ("float8 input", (_t(3, dtype=T.float8_e4m3fn),), {}, NotImplementedError, "not impl")],
     "mean": [("integer input", (_t(3, dtype=T.int64),), {}, RuntimeError, "could not infer output dtype"), _E_REPEAT],
-    "nanmean": [("integer input", (_t(3, dtype=T.int32),), {}, RuntimeError, "could not infer output dtype")],
+    "nanmean": [("integer input", (_t(3, dtype=T.int32),), {}, RuntimeError, "expected input to have floating")],
     "prod": [("tuple dim", (_t(2, 3),), {"dim": (0, 1)}, TypeError, "must be int"), _E_DIM],
     "amax": [("empty reduced dim", (_t(0, 3),), {"dim": 0}, IndexError, "non-zero size"),
              ("out dtype", (_t(2, 3),), {"dim": 0, "out": _t(3, dtype=T.float64)}, RuntimeError, "dtype")],
     "amin": [("uint16 input", (_t(3, dtype=T.uint16),), {}, NotImplementedError, "not implemented"),
              ("empty input", (_t(0),), {}, RuntimeError, "numel\\(\\) == 0"),
              ("empty reduced dim", (_t(3, 0),), {"dim": (0, 1)}, IndexError, "non-zero size")],
-    "all": [("out dtype", (_t(2, 3),), {"dim": 0, "out": _t(3)}, RuntimeError, "dtype"), _E_DIM],
+    "all": [("out dtype", (_t(2, 3),), {"dim": 0, "out": _t(3)}, RuntimeError, "only supports bool tensor"), _E_DIM],
     "any": [_E_REPEAT],
     "count_nonzero": [("keepdim", (_t(2, 3),), {"dim": 0, "keepdim": True}, TypeError, "unexpected keyword")],
     "logsumexp": [("dim missing", (_t(2, 3),), {}, TypeError, "missing required argument 'dim'")],
@@ -1685,9 +1803,10 @@ for _name, _result, _allowed, _ident, _dtypes, _extra in (
         ("nansum", _sum_result, _ALL_NUM, 0, _ALL_NUM, {"empty": 0.0}),
         ("mean", _float_result, _ALL_NUM, float("nan"), FLOATS, {"variants": ({}, {"dtype": T.float64}),
                                                                   "empty": float("nan")}),
-        ("nanmean", _float_result, _ALL_NUM, float("nan"), FLOATS, {"empty": float("nan")})):
+        ("nanmean", _nanmean_result, _ALL_NUM, float("nan"), FLOATS, {"empty": float("nan")})):
     _reg(_name, f"{_name}(Tensor input, {_DIM_MULTI}, *, dtype? dtype=None, Tensor? out=None)",
-         _simple_driver(_name, result=_result, allowed=_allowed, identity=_ident), _simple_cpu, _simple_triton,
+         _simple_driver(_name, result=_result, allowed=_allowed, identity=_ident,
+                        out_rule="mean" if _name in ("mean", "nanmean") else "compute"), _simple_cpu, _simple_triton,
          _oracle_simple(_name), dtypes=_dtypes, dim_mode="multi", how=_name, **_extra)
 _reg("prod", "prod(Tensor input, int? dim=None, bool keepdim=False, *, dtype? dtype=None, Tensor? out=None)",
      _simple_driver("prod", result=_sum_result, allowed=_ALL_NUM, identity=1), _simple_cpu, _simple_triton,
@@ -1696,19 +1815,21 @@ _reg("prod", "prod(Tensor input, int? dim=None, bool keepdim=False, *, dtype? dt
 for _name in ("amax", "amin"):
     _reg(_name, f"{_name}(Tensor input, int[] dim=(), bool keepdim=False, *, Tensor? out=None)",
          _simple_driver(_name, result=_same_result, allowed=_ORDERED, exact_out=True, has_dtype=False,
-                        no_identity=True), _simple_cpu, _simple_triton, _oracle_simple(_name), dtypes=_ORDERED,
+                        no_identity=True, out_rule="input"), _simple_cpu, _simple_triton, _oracle_simple(_name),
+         dtypes=_ORDERED,
          dim_mode="multi", how=_name, empty=IndexError)
 for _name, _ident in (("all", True), ("any", False)):
     _reg(_name, f"{_name}(Tensor input, {_DIM_MULTI}, *, Tensor? out=None)",
          _simple_driver(_name, result=_bool_result, allowed=_ALL_NUM, identity=_ident, exact_out=True,
-                        has_dtype=False), _simple_cpu, _simple_triton, _oracle_simple(_name), dtypes=_ALL_NUM,
-         dim_mode="multi", how=_name, domain="sparse", empty=float(_ident))
+                        has_dtype=False, out_rule="bool"), _simple_cpu, _simple_triton, _oracle_simple(_name),
+         dtypes=_ALL_NUM, dim_mode="multi", how=_name, domain="sparse", empty=float(_ident))
 _reg("count_nonzero", "count_nonzero(Tensor input, int[]? dim=None)",
      _simple_driver("count_nonzero", result=_int64_result, allowed=_ALL_NUM, identity=0, has_dtype=False),
      _simple_cpu, _simple_triton, _oracle_simple("count_nonzero"), dtypes=_ALL_NUM, dim_mode="multi_nokeep",
      how="count_nonzero", domain="sparse", empty=0.0)
 _reg("logsumexp", "logsumexp(Tensor input, int[] dim, bool keepdim=False, *, Tensor? out=None)",
-     _simple_driver("logsumexp", result=_lse_result, allowed=_ALL_NUM, identity=float("-inf"), has_dtype=False),
+     _simple_driver("logsumexp", result=_lse_result, allowed=_ALL_NUM, identity=float("-inf"), has_dtype=False,
+                    out_rule="float"),
      _simple_cpu, _simple_triton, _oracle_simple("logsumexp"), dtypes=_ALL_NUM, dim_mode="multi_required",
      how="logsumexp", empty=float("-inf"))
 _VAR_SCHEMA = ("(Tensor input, int[]|bool? dim=None, bool? unbiased=None, bool keepdim=False, *, "

@@ -33,7 +33,8 @@ from ..shapes import wrap_dim
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from .reduction import (BARE_UINTS, FLOATS, INTS, canonical3, cdiv, check_input, collapse_dims, compute_input,
-                        finish_out, launch_quiet, new_out, refuse_dtype, return_types, tmp_like_groups)
+                        finish_out, launch_quiet, new_out, out_dtypes, refuse_dtype, return_types,
+                        tmp_like_groups)
 from .registry import Cost, OpRecord, register
 from .triton_helpers import TL_DTYPES, convert, libdevice, maximum, minimum
 
@@ -329,6 +330,9 @@ def _scan_driver(rec, args, *, out=None, inplace=None):
         dt = args.get("dtype")
         refuse_dtype(x.dtype, fn, _CUM_DTYPES)
         res = dt if dt is not None else (T.int64 if x.dtype.kind in (T.KIND_BOOL, T.KIND_INT, T.KIND_UINT) else x.dtype)
+        if out is not None:   # out's dtype is the computation dtype, as dtype= (reduction.out_dtypes)
+            res, _ = out_dtypes("compute", rec, x, out, dt, res, res, fn)
+            dt = res if isinstance(out, Tensor) else dt
         o, work = new_out(out, x.shape, res, x.device, fn, exact=False)
         dispatch.check_no_partial_overlap(o, x, fn)
         if x.numel():
@@ -341,7 +345,7 @@ def _scan_driver(rec, args, *, out=None, inplace=None):
     if kind == S_LSE:
         check(x.dtype.kind == T.KIND_FLOAT, lambda: f"{fn}: \"logcumsumexp\" not implemented for "
               f"'{dispatch.torch_dtype_name(x.dtype)}' (floating-point inputs only)", NotImplementedError)
-        o, work = new_out(out, x.shape, x.dtype, x.device, fn, exact=False)
+        o, work = new_out(out, x.shape, x.dtype, x.device, fn, exact=True, style="scalar_type")
         dispatch.check_no_partial_overlap(o, x, fn)
         if x.numel():
             registry.impl(fn, x.device.type)(x, dim, work, kind=kind)
@@ -351,8 +355,8 @@ def _scan_driver(rec, args, *, out=None, inplace=None):
     rt = return_types.cummax if kind == S_MAX else return_types.cummin
     if out is not None:
         check(len(out) == 2, lambda: f"{fn}(): out= must be a tuple (values, indices)", TypeError)
-        ov, wv = new_out(out[0], x.shape, x.dtype, x.device, fn, exact=True)
-        oi, wi = new_out(out[1], x.shape, T.int64, x.device, fn, exact=True)
+        ov, wv = new_out(out[0], x.shape, x.dtype, x.device, fn, exact=True, style="scalar_type")
+        oi, wi = new_out(out[1], x.shape, T.int64, x.device, fn, exact=True, style="scalar_type")
     else:
         ov = wv = new_empty(x.shape, x.dtype, x.device)
         oi = wi = new_empty(x.shape, T.int64, x.device)
