@@ -40,9 +40,14 @@ def test_info_in_a_fresh_process_never_imports_torch():
     assert "TORCH False" in r.stdout and "torch imported: no" in r.stdout
 
 
-def test_no_command_prints_help(capsys):
-    assert cli.main([]) == 2
-    assert "info" in capsys.readouterr().out
+def test_no_command_prints_help_and_exits_0(capsys):
+    # bare `nbx` is a request for help: the help on stdout, exit 0, as `nbx --help` and `pip` (git exits 1)
+    assert cli.main([]) == 0
+    cap = capsys.readouterr()
+    assert "info" in cap.out and "generate" in cap.out and cap.err == ""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--help"])
+    assert e.value.code == 0
 
 
 def test_demo_dispatches_to_its_module(monkeypatch, capsys):
@@ -60,7 +65,51 @@ def test_a_missing_subcommand_module_says_so(monkeypatch, capsys):
     assert "not available in this build" in capsys.readouterr().err
 
 
+def _usage_error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1 and "usage:" not in cap.err, cap.err
+    return cap.err
+
+
 def test_unknown_command_exits_2():
     with pytest.raises(SystemExit) as e:
         cli.main(["nope"])
     assert e.value.code == 2
+
+
+@pytest.mark.parametrize("argv, prog, msg", [
+    (["generate"], "nbx generate", "the following arguments are required: --prompt"),
+    (["embed"], "nbx embed", "the following arguments are required: TEXT"),
+    (["foo"], "nbx", "invalid choice: 'foo'"),
+    (["generate", "--prompt", "hi", "--max-new-tokens", "x"], "nbx generate", "invalid int value: 'x'"),
+    (["inspect", "model.gguf", "--bogus"], "nbx inspect", "unrecognized arguments: --bogus"),
+    (["info", "extra"], "nbx info", "unrecognized arguments: extra"),
+    (["--bogus"], "nbx", "unrecognized arguments: --bogus"),
+])
+def test_usage_errors_are_one_line_and_exit_2(capsys, argv, prog, msg):
+    # argparse's usage block is not printed: one line naming the subcommand and where its help is
+    err = _usage_error(capsys, argv)
+    assert err.startswith(f"{prog}: error: ") and msg in err and err.rstrip().endswith(f"(see {prog} --help)"), err
+
+
+@pytest.mark.parametrize("name", list(cli.SUBCOMMANDS))
+def test_every_subcommand_has_help(capsys, name):
+    with pytest.raises(SystemExit) as e:
+        cli.main([name, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: nbx {name}") and cli.SUBCOMMANDS[name][1].split(" ")[0] in out
+
+
+def test_a_bad_device_reads_the_same_in_every_subcommand(capsys):
+    """demo, generate and embed check --device before loading anything, with one message and exit status 1."""
+    lines = {}
+    for cmd in (["demo"], ["generate", "--prompt", "hi"], ["embed", "hi"]):
+        assert cli.main(cmd + ["--device", "meta"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"nbx {cmd[0]}: error: ") and err.count("\n") == 1, err
+        lines[cmd[0]] = err.split(": error: ", 1)[1]
+    assert len(set(lines.values())) == 1 and "--device: device type 'meta' has no backend" in lines["demo"], lines

@@ -93,3 +93,59 @@ def test_default_model_chat(capsys):
                    "--device", dev, "--dtype", "float32"])
     cap = capsys.readouterr()
     assert rc == 0 and "The capital of France is Paris." in cap.out and "decode" in cap.err
+
+
+def _strict_json(text):
+    def no_constant(c):
+        raise AssertionError(f"not JSON: {c}")
+    return json.loads(text, parse_constant=no_constant)
+
+
+@pytest.mark.parametrize("n", ["0", "1"])
+def test_no_nan_with_zero_or_one_new_token(tiny, capsys, device, n):
+    """--max-new-tokens 0 runs nothing (generate returns before the prefill): the summary says so, with no rate;
+    one token has a prefill but no decode step. The JSON stays JSON (null, not NaN)."""
+    path, _ = tiny
+    base = ["generate", "--model", path, "--prompt", "in the", "--max-new-tokens", n, "--device", device,
+            "--dtype", "float32"]
+    assert cli.main(base) == 0
+    err = capsys.readouterr().err
+    assert "nan" not in err.lower() and err.count("\n") == 1, err
+    if n == "0":
+        assert "prompt 2 tokens; no tokens generated" in err and "prefill" not in err and "tokens/s" not in err
+    else:
+        assert "prefill" in err and "1 new token, no decode steps" in err and err.count("tokens/s") == 1
+    assert cli.main(base + ["--json"]) == 0
+    out = _strict_json(capsys.readouterr().out)
+    assert len(out["tokens"]) == int(n) and out["decode_tokens_per_s"] is None
+
+
+def test_generation_stats_rates_are_none_where_undefined():
+    from nbxtensor.cli.generate import stats_line
+    from nbxtensor.models.llama import GenerationStats
+    none = GenerationStats(prompt_tokens=5)
+    assert none.prefill_tokens_per_s is None and none.decode_tokens_per_s is None
+    one = GenerationStats(prompt_tokens=5, prefill_s=0.5, new_tokens=1)
+    assert one.prefill_tokens_per_s == 10.0 and one.decode_tokens_per_s is None
+    many = GenerationStats(prompt_tokens=5, prefill_s=0.5, new_tokens=5, decode_s=2.0)
+    assert many.decode_tokens_per_s == 2.0
+    assert stats_line(none) == "prompt 5 tokens; no tokens generated (max_new_tokens 0: the prompt was not run)"
+    assert stats_line(many) == "prompt 5 tokens, prefill 500.0 ms (10.0 tokens/s); 5 new tokens, decode 2.0 tokens/s"
+
+
+def test_cpu_int4_expansion_is_load_time_not_prefill(tiny, capsys, monkeypatch):
+    """On the CPU a packed int4 layer expands its weight to float once; nbx generate does that before it starts
+    the clock of the prefill (it was ~0.3 s of SmolLM2's first prefill: 370 ms instead of 70 ms)."""
+    if interpreting():
+        pytest.skip("the interpreter tier runs the int4 kernels; nothing is expanded")
+    from nbxtensor.quant import QuantLinear
+    expanded, at_forward = [], []
+    real_deq, real_fwd = QuantLinear.dequantize, LlamaModel.forward
+    monkeypatch.setattr(QuantLinear, "dequantize",
+                        lambda self, *a, **k: expanded.append(self) or real_deq(self, *a, **k))
+    monkeypatch.setattr(LlamaModel, "forward", lambda self, *a, **k: at_forward.append(len(expanded)) or
+                        real_fwd(self, *a, **k))
+    path, _ = tiny
+    assert cli.main(["generate", "--model", path, "--prompt", "in the", "--max-new-tokens", "3", "--device", "cpu",
+                     "--dtype", "float32"]) == 0
+    assert expanded and at_forward and at_forward[0] == len(expanded), (len(expanded), at_forward)

@@ -81,3 +81,48 @@ def test_errors_are_one_line(tmp_path, capsys):
     assert cli.main(["inspect", str(p)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("nbx inspect: error:") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("content, starts", [
+    (b"import os\nprint('hello world')\n", "it starts with b'import o'"),
+    (b"abc", "it has only 3 bytes"),
+    (b"", "it has only 0 bytes"),
+    ((123).to_bytes(8, "little") + b"[1, 2]", "it starts with b'{\\x00"),
+])
+def test_a_file_that_is_neither_format_says_so(tmp_path, capsys, content, starts):
+    """A Python file (or any non-checkpoint) is named as such, not reported as a safetensors header breaking a
+    rule ('[header-too-large] header length 7935470578271546729 ...')."""
+    p = tmp_path / "snips.py"
+    p.write_bytes(content)
+    assert cli.main(["inspect", str(p)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"nbx inspect: error: {p} is not a safetensors or GGUF file ({starts}" + err.split(starts, 1)[1]
+    assert err.count("\n") == 1 and "header-too-large" not in err and "GGUF" in err
+
+
+def test_a_file_that_looks_like_safetensors_keeps_the_strict_errors(tmp_path, capsys):
+    p = tmp_path / "bad.safetensors"
+    p.write_bytes((5).to_bytes(8, "little") + b"{abcd")
+    assert cli.main(["inspect", str(p)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"nbx inspect: error: {p}: [header-json]") and err.count("\n") == 1, err
+    p.write_bytes((10 ** 9).to_bytes(8, "little") + b"{}")
+    assert cli.main(["inspect", str(p)]) == 1
+    assert "[header-too-large]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [b"GGUF", b"GGUFjunkjunkjunk"])
+def test_a_damaged_gguf_is_one_line(tmp_path, capsys, content):
+    p = tmp_path / "bad.gguf"
+    p.write_bytes(content)
+    assert cli.main(["inspect", str(p)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"nbx inspect: error: {p} starts with GGUF's magic but cannot be parsed") and \
+        err.count("\n") == 1, err
+
+
+def test_sniff_format(files, tmp_path):
+    from nbxtensor.cli.inspect import sniff_format
+    _, _, g, folder = files
+    assert sniff_format(g) == "gguf" and sniff_format(folder) == "folder"
+    assert sniff_format(os.path.join(folder, "model.safetensors")) == "safetensors"

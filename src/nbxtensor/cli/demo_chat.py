@@ -51,10 +51,12 @@ def run_chat(device: str, check) -> None:
     """
     import nbxtensor as nbx
     from ..models.llama import SMOLLM2_REFERENCE, LlamaModel
+    from .generate import expand_cpu_weights, stats_line
 
     try:
         t0 = time.perf_counter()
         model = LlamaModel.load(None, device=device, dtype="float32")
+        expand_cpu_weights(model)  # the CPU's one-time int4 -> float32 expansion: load time, not prefill
         load_s = time.perf_counter() - t0
     except (FileNotFoundError, ModuleNotFoundError, ValueError, NotImplementedError, RuntimeError) as e:
         check(False, f"SmolLM2-135M-Instruct could not be loaded: {e}")
@@ -76,8 +78,7 @@ def run_chat(device: str, check) -> None:
     sys.stdout.write("  SmolLM2: ")
     toks = _answer(model, ids, n, show=True)
     st = model.stats
-    print(f"  prompt {st.prompt_tokens} tokens, prefill {st.prefill_s * 1e3:.0f} ms; {st.new_tokens} tokens, decode "
-          f"{st.decode_tokens_per_s:.1f} tokens/s")
+    print(f"  {stats_line(st)}")
     peer = " and llama.cpp's" if rec.get("llama_cpp_agrees") else ""
     check(ids == rec["prompt_ids"], f"chat prompt: {len(ids)} token ids equal the reference tokenizer's")
     check(toks == rec["exact"], f"greedy answer: {len(toks)} tokens equal the exact float64 model's{peer} "
@@ -88,5 +89,5 @@ def run_chat(device: str, check) -> None:
         _sync(nbx, device)
         t16 = _answer(m16, ids, n, show=False)
         same = sum(a == b for a, b in zip(t16, rec["exact"]))
-        print(f"  bfloat16: decode {m16.stats.decode_tokens_per_s:.1f} tokens/s; {same}/{n} tokens as the exact "
+        print(f"  bfloat16: {stats_line(m16.stats)}; {same}/{n} tokens as the exact "
               f"model (not checked: bfloat16 rounding exceeds some margins)")

@@ -15,6 +15,8 @@ import json
 import sys
 import time
 
+from ._common import fail, resolve_device
+
 __all__ = ["add_arguments", "run"]
 
 
@@ -35,16 +37,12 @@ def _fmt(x: float) -> str:
 
 def run(args) -> int:
     import nbxtensor as nbx
-    from ..device.base import as_device
     from ..models.sentence import SentenceEncoder
     from ..models.weights import default_embedding_model
 
-    device = args.device or ("cuda" if nbx.cuda.is_available() else "cpu")
-    try:
-        as_device(device)  # a malformed or absent device fails here (RuntimeError, as PyTorch), before loading
-    except RuntimeError as e:
-        print(f"nbx embed: error: {e}", file=sys.stderr)
-        return 1
+    device, rc = resolve_device("embed", args.device)  # a malformed or absent device fails here, before loading
+    if rc:
+        return rc
     try:
         path = args.model if args.model is not None else default_embedding_model()
         t0 = time.perf_counter()
@@ -54,9 +52,7 @@ def run(args) -> int:
         t2 = time.perf_counter()
     except (FileNotFoundError, NotADirectoryError, PermissionError, ValueError, KeyError, TypeError,
             ModuleNotFoundError, nbx.DeviceError, nbx.OutOfMemoryError) as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        print(f"nbx embed: error: {msg}", file=sys.stderr)
-        return 1
+        return fail("embed", e.args[0] if isinstance(e, KeyError) and e.args else e)
     n = len(args.text)
     if args.json:
         out = {"model": str(path), "device": str(enc.device), "dtype": enc.dtype.name, "dimension": enc.dimension,

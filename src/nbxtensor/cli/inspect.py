@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-__all__ = ["add_arguments", "run", "inspect_path"]
+__all__ = ["add_arguments", "run", "inspect_path", "sniff_format"]
 
 _SHOW = 20
 
@@ -82,7 +82,13 @@ def _check_model(config: dict, shapes: dict, checks: list) -> dict | None:
 def _inspect_gguf(path: str) -> dict:
     import numpy as np
     from ..io.gguf import SUPPORTED_TYPES, GGUFFile, hf_name
-    f = GGUFFile(path)
+    try:
+        f = GGUFFile(path)
+    except (ModuleNotFoundError, FileNotFoundError):
+        raise
+    except Exception as e:  # the gguf package's reader fails on a damaged file in its own ways (IndexError, ...)
+        raise ValueError(f"{path} starts with GGUF's magic but cannot be parsed as GGUF ({type(e).__name__}: "
+                         f"{e})") from e
     tensors = []
     for t in f.tensors.values():
         tensors.append({"name": t.name, "dtype": t.type, "shape": list(t.shape), "bytes": t.nbytes,
@@ -162,17 +168,42 @@ def _inspect_safetensors(path: str) -> dict:
     return dict(info, tensors=tensors, checks=checks)
 
 
+def sniff_format(path: str) -> str:
+    """``"gguf"``, ``"safetensors"`` or ``"folder"`` from a path's first bytes, before any strict validation.
+
+    A folder, or a ``.json`` file (a sharded index), is left to :func:`~nbxtensor.io.sharded.resolve_checkpoint`.
+    A file is GGUF when it starts with the magic ``b"GGUF"``; safetensors when it starts with an 8-byte
+    little-endian header length followed by ``{`` (the header is a JSON object). A file that looks like
+    safetensors is then validated by the strict rules of :mod:`nbxtensor.io.header` (their errors name the
+    broken rule); any other file is not a checkpoint at all.
+
+    Raises:
+        ValueError: ``PATH is not a safetensors or GGUF file (...)``, saying what it starts with.
+    """
+    if os.path.isdir(path) or path.endswith(".json"):
+        return "folder" if os.path.isdir(path) else "safetensors"
+    with open(path, "rb") as fh:
+        head = fh.read(9)
+    if head[:4] == b"GGUF":
+        return "gguf"
+    if len(head) == 9 and head[8:9] == b"{":
+        return "safetensors"
+    what = f"it has only {len(head)} bytes" if len(head) < 9 else f"it starts with {head[:8]!r}"
+    raise ValueError(f"{path} is not a safetensors or GGUF file ({what}: neither GGUF's magic b'GGUF' nor a "
+                     "safetensors header, an 8-byte little-endian length followed by '{')")
+
+
 def inspect_path(path: str) -> dict:
     """The report of ``nbx inspect`` as a dict (``format``, ``tensors``, ``totals``, ``checks``, ...).
 
     Raises:
         FileNotFoundError: nothing to inspect at ``path``. SafetensorError, ValueError: an unreadable header.
+        ValueError: a file that is neither GGUF nor safetensors (:func:`sniff_format`).
     """
     p = os.fspath(path)
     if not os.path.exists(p):
         raise FileNotFoundError(f"no such file or folder: {p}")
-    is_gguf = os.path.isfile(p) and open(p, "rb").read(4) == b"GGUF"
-    rep = _inspect_gguf(p) if is_gguf else _inspect_safetensors(p)
+    rep = _inspect_gguf(p) if sniff_format(p) == "gguf" else _inspect_safetensors(p)
     totals: dict = {}
     for t in rep["tensors"]:
         n, e, b = totals.get(t["dtype"], (0, 0, 0))

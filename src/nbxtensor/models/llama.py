@@ -161,7 +161,8 @@ class KVCache:
 @dataclass
 class GenerationStats:
     """Timings of the last :meth:`LlamaModel.generate`: prompt tokens, prefill seconds, generated tokens, decode
-    seconds (after the first generated token), and tokens per second of each phase."""
+    seconds (after the first generated token), and tokens per second of each phase (``None`` where the phase did
+    not run: no prefill when ``max_new_tokens`` is 0, no decode step with fewer than two new tokens)."""
 
     prompt_tokens: int = 0
     prefill_s: float = 0.0
@@ -169,13 +170,13 @@ class GenerationStats:
     decode_s: float = 0.0
 
     @property
-    def prefill_tokens_per_s(self) -> float:
-        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else float("nan")
+    def prefill_tokens_per_s(self) -> float | None:
+        return self.prompt_tokens / self.prefill_s if self.new_tokens > 0 and self.prefill_s > 0 else None
 
     @property
-    def decode_tokens_per_s(self) -> float:
+    def decode_tokens_per_s(self) -> float | None:
         n = self.new_tokens - 1
-        return n / self.decode_s if n > 0 and self.decode_s > 0 else float("nan")
+        return n / self.decode_s if n > 0 and self.decode_s > 0 else None
 
 
 def _rows(parts: list[Tensor]) -> Tensor:
