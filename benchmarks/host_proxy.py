@@ -94,6 +94,9 @@ def cases(nbx, device: str = "cpu") -> dict:
         "kv_append_1tok": lambda: app(kc, vc, lens - 1, k4, k4, check=False),
         "decode_attention_64": lambda: dec(q, kc, vc, lens),
         "sdpa_q1_64_gqa": lambda: F.scaled_dot_product_attention(q4, kc, vc, enable_gqa=True),
+        "sum_all_4096 (x.sum())": lambda: x.sum(),
+        "sum_dim_8x384 (h.sum(-1))": lambda: h.sum(-1),
+        "amax_dim_8x400": lambda: wide.amax(dim=-1),
     }
 
 
