@@ -29,21 +29,16 @@ TFLOP/s and the ratio to PyTorch per shape), the best variant per shape and the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import re
 import sys
 import time
-import traceback
 import warnings
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-if os.path.isdir(os.path.join(REPO, "src", "nbxtensor")) and os.path.join(REPO, "src") not in sys.path:
-    sys.path.insert(0, os.path.join(REPO, "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sweep_common as SC  # noqa: E402  (puts src on the path)
 
 import numpy as np  # noqa: E402
 
@@ -146,20 +141,6 @@ def oracle_rows(q, k, v, causal: bool, out, tol) -> float:
 # ---------------------------------------------------------------------------------------------------------------
 # Timing
 # ---------------------------------------------------------------------------------------------------------------
-def host_cost_us(nbx, fn, dev: str, n: int) -> float:
-    """Wall time per call of ``n`` back-to-back calls that do not wait for the device (launch overhead)."""
-    fn()
-    if dev != "cpu":
-        nbx.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    if dev != "cpu":
-        nbx.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
-
-
 def peer_times(a, dev: str, shapes, timing, out_dir: str, deadline: float) -> tuple[dict, str]:
     """PyTorch's p50 (ms) per shape label from the peer process, and a description of the peer."""
     if a.no_peer:
@@ -190,13 +171,7 @@ def peer_times(a, dev: str, shapes, timing, out_dir: str, deadline: float) -> tu
 # Main
 # ---------------------------------------------------------------------------------------------------------------
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="output folder (sweep_attention.csv is appended to)")
-    p.add_argument("--budget-s", type=float, default=120.0, help="stop starting work after this many seconds, "
-                   "compiles included (default 120)")
-    p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (with NBX_TRITON_INTERPRET=1: a smoke run)")
-    p.add_argument("--smoke", action="store_true", help="tiny shapes and minimal timing (host smoke test)")
+    p = SC.sweep_parser(__doc__, "output folder (sweep_attention.csv is appended to)", budget_s=120.0)
     p.add_argument("--variants", default="", help="comma-separated variant names to run (default: all, in order)")
     p.add_argument("--no-peer", action="store_true", help="do not time PyTorch")
     p.add_argument("--peer-python", default=os.environ.get("NBX_PEER_PYTHON", sys.executable),
@@ -207,11 +182,10 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     a = parse_args(argv)
-    t0 = time.monotonic()
-    deadline = t0 + a.budget_s if a.budget_s > 0 else math.inf
+    budget = SC.Budget(a.budget_s)
     variants = VARIANTS
     if a.variants:
-        want = [s.strip() for s in a.variants.split(",") if s.strip()]
+        want = SC.names(a.variants)
         unknown = [w for w in want if w not in dict(VARIANTS)]
         if unknown:
             print(f"sweep_attention: unknown variants {unknown}; known: {[n for n, _ in VARIANTS]}", file=sys.stderr)
@@ -223,41 +197,29 @@ def main(argv=None) -> int:
         return 0
     import nbxtensor as nbx
     import nbxtensor.nn.functional as F
-    from bench_ops import device_facts, git_commit, make_clock
     from nbxtensor.ops import attention as A
     from nbxtensor.ops import registry
     from nbxtensor.ops.attention import attention_tolerance
-    from nbxtensor.runtime.configs import launch_config, override
+    from nbxtensor.runtime.configs import launch_config
     dev = a.device
-    if dev.startswith("cuda") and not nbx.cuda.is_available():
-        print("sweep_attention: no CUDA device is available (use --device cpu --smoke)", file=sys.stderr)
+    st = SC.start("sweep_attention", nbx, dev, a.out, a.smoke, warmup_ms=10.0, rep_ms=60.0, min_reps=3, max_reps=60,
+                  smoke_rep_ms=0.0, smoke_max_reps=1, utc=True, hint="use --device cpu --smoke")
+    if st is None:
         return 2
-    os.makedirs(a.out, exist_ok=True)
+    facts, timing, clock, run_id, commit, date = st.facts, st.timing, st.clock, st.run_id, st.commit, st.date
     shapes = SMOKE_SHAPES if a.smoke else SHAPES
-    facts = device_facts(nbx, dev)
     peaks = {}
     if dev != "cpu":
         from bench_ops import FACTS_DIR, PEAKS_FILE
         peaks = H.load_peaks(facts["gpu"], facts["arch"], FACTS_DIR, PEAKS_FILE)
     peak_tf = H.peak_tflops_for(peaks, "bfloat16") if peaks else None
-    timing = H.TimingConfig(warmup_ms=10.0, rep_ms=60.0, min_reps=3, max_reps=60)
-    if a.smoke or dev == "cpu":
-        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20)
-    elif facts.get("l2"):
-        timing.flush_bytes = max(timing.flush_bytes, 4 * facts["l2"])
-    notes: list = []
-    clock = make_clock(nbx, dev, timing.flush_bytes, notes)
     rec = registry.get(OP)
-    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    commit = git_commit()
-    date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     tol = attention_tolerance(nbx.bfloat16, 128)
 
     # PyTorch first (its own process), so the ratio exists even when the budget cuts the variant list short.
-    peer, peer_desc = peer_times(a, dev, shapes, timing, a.out, t0 + 0.3 * a.budget_s if a.budget_s > 0
-                                 else math.inf)
+    peer, peer_desc = peer_times(a, dev, shapes, timing, a.out, budget.until(0.3))
     print(f"sweep_attention: {facts['gpu']} ({facts.get('arch')}), commit {commit}; budget {a.budget_s:.0f} s; "
-          f"peer: {peer_desc} ({time.monotonic() - t0:.0f} s)", flush=True)
+          f"peer: {peer_desc} ({budget.elapsed():.0f} s)", flush=True)
     base_rule = launch_config(CFG_OP, nbx.device(dev), dtypes=(nbx.bfloat16,), head_dim=128, q_len=shapes[0][0][2],
                               causal=1)
     print(f"table rule for bf16 hd128 (non-causal): {json.dumps(base_rule, sort_keys=True)}", flush=True)
@@ -272,16 +234,14 @@ def main(argv=None) -> int:
     refs: dict = {}
     rows: list = []
     results: dict = {}  # variant -> label -> row
-    per_pair = {}  # rough cost of one (variant, shape) pair, for the budget
     stopped = None
     for name, settings in variants:
         if stopped:
             break
         for shape, causal in shapes:
             lab = label(shape, causal)
-            est = per_pair.get(lab, 0.0)
-            if time.monotonic() + est > deadline:
-                stopped = f"budget: stopped before {name} / {lab} ({time.monotonic() - t0:.0f} s)"
+            if not budget.allows(lab):  # the last (variant, shape) pair's cost as the estimate
+                stopped = f"budget: stopped before {name} / {lab} ({budget.elapsed():.0f} s)"
                 break
             q, k, v = inputs[shape]
             if a.smoke:  # the interpreter: the same code paths with tiles of at most 32 (seconds, not minutes)
@@ -295,8 +255,7 @@ def main(argv=None) -> int:
             try:
                 A._TMA_BROKEN.clear()  # the op remembers kernels that failed to compile: each pair tries its own
                 A._WS_BROKEN.clear()
-                ctx = override(CFG_OP, **settings) if settings else _null()
-                with ctx:
+                with SC.laid_over(CFG_OP, settings):
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         out = fn()  # compiles
@@ -317,7 +276,7 @@ def main(argv=None) -> int:
                     row["max_excess"] = worst
                     del out
                     times = H.run_benchmark(fn, clock, timing)
-                    row["host_us"] = host_cost_us(nbx, fn, dev, 2 if a.smoke else 10)
+                    row["host_us"] = SC.host_cost_us(nbx, fn, dev, 2 if a.smoke else 10)
                 p20, p50, p80 = H.percentiles(times)
                 r = H.rates(flops, 0, p50, None, peak_tf)
                 row.update(status="ok", p20_ms=p20, p50_ms=p50, p80_ms=p80, reps=len(times), tflops=r["tflops"],
@@ -326,24 +285,14 @@ def main(argv=None) -> int:
                 if pm:
                     row.update(peer_p50_ms=pm, peer_tflops=flops / (pm * 1e-3) / 1e12, ratio=pm / p50)
             except Exception as e:  # noqa: BLE001 - one failing variant never stops the sweep
-                row.update(status="error", error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                           [:300])
-                with open(os.path.join(a.out, "sweep_attention.log"), "a", encoding="utf-8") as log:
-                    log.write(f"--- {name} / {lab}\n{traceback.format_exc()}\n")
-            per_pair[lab] = time.monotonic() - ts  # the next variant's estimate for this shape
+                row.update(status="error", error=SC.error_text(e))
+                SC.log_traceback(os.path.join(a.out, "sweep_attention.log"), f"{name} / {lab}")
+            budget.record(lab, ts)  # the next variant's estimate for this shape
             rows.append(row)
             results.setdefault(name, {})[lab] = row
             H.append_csv(os.path.join(a.out, "sweep_attention.csv"), [row], CSV_COLUMNS)
-    print_table(results, shapes, peer, peak_tf, stopped, time.monotonic() - t0)
+    print_table(results, shapes, peer, peak_tf, stopped, budget.elapsed())
     return 0
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def print_table(results: dict, shapes, peer: dict, peak_tf, stopped, elapsed: float) -> None:

@@ -50,26 +50,21 @@ the settings to write into sm90.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import sys
 import time
-import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-if os.path.isdir(os.path.join(REPO, "src", "nbxtensor")) and os.path.join(REPO, "src") not in sys.path:
-    sys.path.insert(0, os.path.join(REPO, "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sweep_common as SC  # noqa: E402  (puts src on the path)
 
 import numpy as np  # noqa: E402
 
 import harness as H  # noqa: E402
 
 OP = "decode_attention"
-PEAK_GBPS = 4800.0  # H200 datasheet HBM3e
+PEAK_GBPS = SC.PEAK_GBPS  # H200 datasheet HBM3e
 
 # label, batch, query heads, kv heads, context, head dim, page size (0: contiguous)
 SHAPES = [("b1-32k", 1, 32, 4, 32768, 128, 0), ("b1-16k", 1, 32, 4, 16384, 128, 0),
@@ -247,20 +242,6 @@ def oracle_excess(out: np.ndarray, rows: list, tol) -> float:
 # ---------------------------------------------------------------------------------------------------------------
 # Host cost
 # ---------------------------------------------------------------------------------------------------------------
-def host_cost_us(nbx, fn, dev: str, n: int) -> float:
-    """Wall time per call of ``n`` back-to-back calls that do not wait for the device."""
-    fn()
-    if dev != "cpu":
-        nbx.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    if dev != "cpu":
-        nbx.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
-
-
 def sync_latency_us(nbx, fn, dev: str, n: int) -> float:
     """Median wall time of one call followed by a device synchronisation (the latency a decode step sees)."""
     ts = []
@@ -277,13 +258,7 @@ def sync_latency_us(nbx, fn, dev: str, n: int) -> float:
 # Main
 # ---------------------------------------------------------------------------------------------------------------
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="output folder (sweep_decode_attention.csv is appended to)")
-    p.add_argument("--budget-s", type=float, default=100.0, help="stop starting work after this many seconds, "
-                   "compiles included (default 100)")
-    p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (with NBX_TRITON_INTERPRET=1: a smoke run)")
-    p.add_argument("--smoke", action="store_true", help="tiny shapes and minimal timing (host smoke test)")
+    p = SC.sweep_parser(__doc__, "output folder (sweep_decode_attention.csv is appended to)", budget_s=100.0)
     p.add_argument("--shapes", default="", help="comma-separated shape labels (default: all)")
     p.add_argument("--variants", default="", help="comma-separated variant names to run (the table always runs)")
     p.add_argument("--list", action="store_true", help="print the shapes and variants and exit")
@@ -297,11 +272,10 @@ def _all_variants():
 
 def main(argv=None) -> int:
     a = parse_args(argv)
-    t0 = time.monotonic()
-    deadline = t0 + a.budget_s if a.budget_s > 0 else math.inf
+    budget = SC.Budget(a.budget_s)
     shapes = SMOKE_SHAPES if a.smoke else SHAPES
     if a.shapes:
-        want = {s.strip() for s in a.shapes.split(",") if s.strip()}
+        want = set(SC.names(a.shapes))
         shapes = [s for s in shapes if s[0] in want]
         if not shapes:
             print(f"sweep_decode_attention: no shape among {sorted(want)}; known: {[s[0] for s in SHAPES]}",
@@ -311,7 +285,7 @@ def main(argv=None) -> int:
     if a.smoke:  # the interpreter runs a call in about a second: a few variants of each phase
         variants = [v for v in variants if v[1] in SMOKE_VARIANTS]
     if a.variants:
-        want = {s.strip() for s in a.variants.split(",") if s.strip()}
+        want = set(SC.names(a.variants))
         unknown = want - {v[1] for v in variants}
         if unknown:
             print(f"sweep_decode_attention: unknown variants {sorted(unknown)}; known: {[v[1] for v in variants]}",
@@ -327,38 +301,18 @@ def main(argv=None) -> int:
 
     import nbxtensor as nbx
     import nbxtensor.nn.functional as F
-    from bench_ops import device_facts, git_commit, make_clock
     from nbxtensor.ops import decode_attention as DA
     from nbxtensor.ops.attention import attention_tolerance
-    from nbxtensor.runtime.configs import launch_config, override
+    from nbxtensor.runtime.configs import launch_config
     dev = a.device
-    if dev.startswith("cuda") and not nbx.cuda.is_available():
-        print("sweep_decode_attention: no CUDA device is available (use --device cpu --smoke)", file=sys.stderr)
+    st = SC.start("sweep_decode_attention", nbx, dev, a.out, a.smoke, warmup_ms=3.0, rep_ms=15.0, min_reps=5,
+                  max_reps=40, smoke_rep_ms=0.0, smoke_max_reps=1, utc=True, hint="use --device cpu --smoke")
+    if st is None:
         return 2
-    os.makedirs(a.out, exist_ok=True)
-    facts = device_facts(nbx, dev)
-    timing = H.TimingConfig(warmup_ms=3.0, rep_ms=15.0, min_reps=5, max_reps=40)
-    if a.smoke or dev == "cpu":
-        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20)
-    elif facts.get("l2"):
-        timing.flush_bytes = max(timing.flush_bytes, 4 * facts["l2"])
-    clock = make_clock(nbx, dev, timing.flush_bytes, [])
-    if a.smoke:  # one timed run per measurement: the interpreter takes about a second per call
-        def bench(fn):
-            fn()
-            s_, e_ = clock.event(), clock.event()
-            clock.flush()
-            s_.record()
-            fn()
-            e_.record()
-            clock.synchronize()
-            return [float(s_.elapsed_time(e_))]
-    else:
-        def bench(fn):
-            return H.run_benchmark(fn, clock, timing)
-    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    commit = git_commit()
-    date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    facts, run_id, commit, date = st.facts, st.run_id, st.commit, st.date
+    # one timed run per measurement for --smoke: the interpreter takes about a second per call
+    bench = SC.make_bench(st.clock, st.timing, one_shot=a.smoke)
+    log_path = os.path.join(a.out, "sweep_decode_attention.log")
     tol = attention_tolerance(nbx.bfloat16, 128)
     host_n = 1 if a.smoke else 200
 
@@ -373,8 +327,7 @@ def main(argv=None) -> int:
             cases.append(Case(nbx, dev, spec, kbuf, vbuf))
         except Exception as e:  # noqa: BLE001
             print(f"sweep_decode_attention: shape {spec[0]} left out: {type(e).__name__}: {e}", flush=True)
-            with open(os.path.join(a.out, "sweep_decode_attention.log"), "a", encoding="utf-8") as log:
-                log.write(f"--- inputs of {spec[0]}\n{traceback.format_exc()}\n")
+            SC.log_traceback(log_path, f"inputs of {spec[0]}")
     if not cases:
         print("sweep_decode_attention: no shape could be built", file=sys.stderr)
         return 1
@@ -382,14 +335,13 @@ def main(argv=None) -> int:
         nbx.cuda.synchronize()
     rule = launch_config(OP, nbx.device(dev), dtypes=(nbx.bfloat16,), head_dim=shapes[0][5], ctx=shapes[0][4])
     print(f"sweep_decode_attention: {facts['gpu']} ({facts.get('arch')}), commit {commit}; budget {a.budget_s:.0f} "
-          f"s; inputs ready ({time.monotonic() - t0:.0f} s)\ntable rule (bf16, hd {shapes[0][5]}): "
+          f"s; inputs ready ({budget.elapsed():.0f} s)\ntable rule (bf16, hd {shapes[0][5]}): "
           f"{json.dumps(rule, sort_keys=True)}", flush=True)
 
     refs: dict = {}      # data key -> the table variant's output (host)
     oracles: dict = {}   # data key -> oracle rows
     results: dict = {}   # variant -> label -> row
     settings_of: dict = {}
-    per_pair: dict = {}  # rough cost of one (variant, shape) pair, for the budget
     skipped: list = []   # where a phase ran out of its share
     stopped = None
 
@@ -397,12 +349,11 @@ def main(argv=None) -> int:
         """Time ``settings`` on ``subset``; False once the phase's share of the budget is spent."""
         nonlocal stopped
         settings_of[name] = settings
-        until = t0 + share * (deadline - t0) if math.isfinite(deadline) else deadline
+        until = budget.until(share)
         for c in subset:
-            est = per_pair.get(c.label, 0.0)
-            if time.monotonic() + est > until:
-                skipped.append(f"{phase}: stopped before {name} / {c.label} ({time.monotonic() - t0:.0f} s)")
-                if until >= deadline:
+            if not budget.allows(c.label, until):  # the last (variant, shape) pair's cost as the estimate
+                skipped.append(f"{phase}: stopped before {name} / {c.label} ({budget.elapsed():.0f} s)")
+                if until >= budget.deadline:
                     stopped = skipped[-1]
                 return False
             row = {"run_id": run_id, "phase": phase, "variant": name, "settings": json.dumps(settings, sort_keys=True),
@@ -415,7 +366,7 @@ def main(argv=None) -> int:
             fn = c.run(DA.launch_decode, scale)
             ts = time.monotonic()
             try:
-                with override(OP, **s) if s else _null():
+                with SC.laid_over(OP, s):
                     fn()  # compiles
                     if dev != "cpu":
                         nbx.cuda.synchronize()
@@ -442,29 +393,26 @@ def main(argv=None) -> int:
                     row["max_excess"] = worst
                     times = bench(fn)
                     if name == "table":
-                        row["host_us_launch"] = host_cost_us(nbx, fn, dev, host_n)
+                        row["host_us_launch"] = SC.host_cost_us(nbx, fn, dev, host_n)
                         row["sync_us"] = sync_latency_us(nbx, fn, dev, 1 if a.smoke else 20)
                         if not c.page:
                             q4 = c.q.unsqueeze(2)
                             dec = (lambda c=c: F.decode_attention(c.q, c.k, c.v))
                             sdpa = (lambda c=c, q4=q4: F.scaled_dot_product_attention(q4, c.k, c.v, enable_gqa=True))
-                            row["host_us_decode"] = host_cost_us(nbx, dec, dev, host_n)
-                            row["host_us_sdpa"] = host_cost_us(nbx, sdpa, dev, host_n)
+                            row["host_us_decode"] = SC.host_cost_us(nbx, dec, dev, host_n)
+                            row["host_us_sdpa"] = SC.host_cost_us(nbx, sdpa, dev, host_n)
                             fast = (lambda c=c, q4=q4: DA.sdpa_decode(q4, c.k, c.v, enable_gqa=True))
-                            row["host_us_sdpa_decode"] = host_cost_us(nbx, fast, dev, host_n)
+                            row["host_us_sdpa_decode"] = SC.host_cost_us(nbx, fast, dev, host_n)
                             st = bench(sdpa)
                             row["sdpa_p50_ms"] = H.percentiles(st)[1]
                             row["sdpa_gbps"] = c.bytes / (row["sdpa_p50_ms"] * 1e-3) / 1e9
-                p20, p50, p80 = H.percentiles(times)
-                gbps = c.bytes / (p50 * 1e-3) / 1e9
+                p20, p50, p80, gbps, pct = SC.bandwidth(times, c.bytes)
                 row.update(status="ok", p20_ms=p20, p50_ms=p50, p80_ms=p80, reps=len(times), gbps=gbps,
-                           pct_4800=100.0 * gbps / PEAK_GBPS)
+                           pct_4800=pct)
             except Exception as e:  # noqa: BLE001 - one failing variant never stops the sweep
-                row.update(status="error", error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                           [:300])
-                with open(os.path.join(a.out, "sweep_decode_attention.log"), "a", encoding="utf-8") as log:
-                    log.write(f"--- {name} / {c.label}\n{traceback.format_exc()}\n")
-            per_pair[c.label] = time.monotonic() - ts
+                row.update(status="error", error=SC.error_text(e))
+                SC.log_traceback(log_path, f"{name} / {c.label}")
+            budget.record(c.label, ts)
             results.setdefault(name, {})[c.label] = row
             H.append_csv(os.path.join(a.out, "sweep_decode_attention.csv"), [row], CSV_COLUMNS)
         return True
@@ -499,16 +447,8 @@ def main(argv=None) -> int:
                 continue
             if not run_variant(phase, f"{name} + {best}", {**base, **settings}, cases, share):
                 break
-    print_table(results, cases, skipped, time.monotonic() - t0)
+    print_table(results, cases, skipped, budget.elapsed())
     return 0
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _ok(r) -> bool:

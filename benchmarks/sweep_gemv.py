@@ -53,26 +53,21 @@ settings to write into sm90.json.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
 import os
 import sys
 import time
-import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-if os.path.isdir(os.path.join(REPO, "src", "nbxtensor")) and os.path.join(REPO, "src") not in sys.path:
-    sys.path.insert(0, os.path.join(REPO, "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sweep_common as SC  # noqa: E402  (puts src on the path)
 
 import numpy as np  # noqa: E402
 
 import harness as H  # noqa: E402
 
-PEAK_GBPS = 4800.0  # H200 datasheet HBM3e
+PEAK_GBPS = SC.PEAK_GBPS  # H200 datasheet HBM3e
 G = 32              # int4 group size of the swept shapes (Q4_1)
 
 # label, rows M, K, N (bf16 linear: x [M, K] @ w [N, K]^T)
@@ -226,20 +221,6 @@ def excess(out: np.ndarray, ref: np.ndarray, mag: np.ndarray, K: int) -> float:
     return math.nan if np.isnan(err).any() else float(err.max())
 
 
-def host_cost_us(nbx, fn, dev: str, n: int) -> float:
-    """Wall time per call of ``n`` back-to-back calls that do not wait for the device."""
-    fn()
-    if dev != "cpu":
-        nbx.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    if dev != "cpu":
-        nbx.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
-
-
 @contextlib.contextmanager
 def launch_spy(MM, got: list):
     """Record every launch of the product modules (``(kernel, grid, args, meta)``) while the block runs."""
@@ -259,13 +240,8 @@ def launch_spy(MM, got: list):
 # Main
 # ---------------------------------------------------------------------------------------------------------------
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="output folder (sweep_gemv.csv is appended to)")
-    p.add_argument("--budget-s", type=float, default=120.0, help="stop starting work after this many seconds, "
-                   "compiles included (default 120)")
-    p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (with NBX_TRITON_INTERPRET=1: a smoke run)")
-    p.add_argument("--smoke", action="store_true", help="tiny shapes, a few variants, one timed run (host smoke test)")
+    p = SC.sweep_parser(__doc__, "output folder (sweep_gemv.csv is appended to)", budget_s=120.0,
+                        smoke_help="tiny shapes, a few variants, one timed run (host smoke test)")
     p.add_argument("--phases", default="", help="comma-separated phases to run (gemv, gemv-split, int4, int4-split, "
                    "mrow; default all)")
     p.add_argument("--variants", default="", help="comma-separated variant names to run (the table always runs)")
@@ -296,18 +272,17 @@ def ranking(results: dict, labels: list) -> list:
 
 def main(argv=None) -> int:
     a = parse_args(argv)
-    t0 = time.monotonic()
-    deadline = t0 + a.budget_s if a.budget_s > 0 else math.inf
+    budget = SC.Budget(a.budget_s)
     phases = PHASES
     if a.phases:
-        want = {s.strip() for s in a.phases.split(",") if s.strip()}
+        want = set(SC.names(a.phases))
         phases = [p for p in PHASES if p[0] in want]
         if not phases:
             print(f"sweep_gemv: no phase among {sorted(want)}; known: {[p[0] for p in PHASES]}", file=sys.stderr)
             return 2
     pick = set()
     if a.variants:
-        pick = {s.strip() for s in a.variants.split(",") if s.strip()}
+        pick = set(SC.names(a.variants))
         known = {n for _, _, vs, _ in PHASES for n, _ in vs}
         if pick - known:
             print(f"sweep_gemv: unknown variants {sorted(pick - known)}; known: {sorted(known)}", file=sys.stderr)
@@ -321,38 +296,17 @@ def main(argv=None) -> int:
         return 0
 
     import nbxtensor as nbx
-    from bench_ops import device_facts, git_commit, make_clock
     from nbxtensor.ops import matmul as MM
-    from nbxtensor.runtime.configs import launch_config, override
+    from nbxtensor.runtime.configs import launch_config
     dev = a.device
-    if dev.startswith("cuda") and not nbx.cuda.is_available():
-        print("sweep_gemv: no CUDA device is available (use --device cpu --smoke)", file=sys.stderr)
+    st = SC.start("sweep_gemv", nbx, dev, a.out, a.smoke, warmup_ms=3.0, rep_ms=20.0, min_reps=10, max_reps=60,
+                  smoke_rep_ms=0.0, smoke_max_reps=1, utc=True, hint="use --device cpu --smoke")
+    if st is None:
         return 2
-    os.makedirs(a.out, exist_ok=True)
     csv_path = os.path.join(a.out, "sweep_gemv.csv")
     log_path = os.path.join(a.out, "sweep_gemv.log")
-    facts = device_facts(nbx, dev)
-    timing = H.TimingConfig(warmup_ms=3.0, rep_ms=20.0, min_reps=10, max_reps=60)
-    if facts.get("l2"):
-        timing.flush_bytes = max(timing.flush_bytes, 4 * facts["l2"])
-    if a.smoke or dev == "cpu":
-        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20)
-    clock = make_clock(nbx, dev, timing.flush_bytes, [])
-
-    def bench(fn):
-        if a.smoke:  # one timed run: the interpreter takes a while per call
-            fn()
-            s_, e_ = clock.event(), clock.event()
-            clock.flush()
-            s_.record()
-            fn()
-            e_.record()
-            clock.synchronize()
-            return [float(s_.elapsed_time(e_))]
-        return H.run_benchmark(fn, clock, timing)
-
-    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    commit, date = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    facts, run_id, commit, date = st.facts, st.run_id, st.commit, st.date
+    bench = SC.make_bench(st.clock, st.timing, one_shot=a.smoke)  # --smoke: one timed run (the interpreter is slow)
     host_n = 2 if a.smoke else 200
     rng = np.random.default_rng(0)
     cases: dict = {}
@@ -363,8 +317,7 @@ def main(argv=None) -> int:
                 cases[kind].append(Case(nbx, dev, "int4" if kind == "int4" else "gemv", spec, rng))
             except Exception as e:  # noqa: BLE001
                 print(f"sweep_gemv: shape {spec[0]} left out: {type(e).__name__}: {e}", flush=True)
-                with open(log_path, "a", encoding="utf-8") as log:
-                    log.write(f"--- inputs of {spec[0]}\n{traceback.format_exc()}\n")
+                SC.log_traceback(log_path, f"inputs of {spec[0]}")
     if dev != "cpu":
         nbx.cuda.synchronize()
     rules = {}
@@ -375,26 +328,24 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001
             rules[op] = f"{type(e).__name__}: {e}"
     print(f"sweep_gemv: {facts['gpu']} ({facts.get('arch')}), commit {commit}; budget {a.budget_s:.0f} s; inputs "
-          f"ready ({time.monotonic() - t0:.0f} s)", flush=True)
+          f"ready ({budget.elapsed():.0f} s)", flush=True)
     for op, r in rules.items():
         print(f"table rule {op}: {json.dumps(r, sort_keys=True)}")
 
     results: dict = {}   # phase -> variant -> label -> row
     settings_of: dict = {}
     refs: dict = {}      # (kind, label) -> the table's output (host float64)
-    per_pair: dict = {}
     notes: list = []
     stopped = None
 
     def run_variant(phase, op, name, settings, subset, share):
         nonlocal stopped
-        until = t0 + share * (deadline - t0) if math.isfinite(deadline) else deadline
+        until = budget.until(share)
         settings_of[(phase, name)] = settings
         for c in subset:
-            est = per_pair.get((op, c.label), 0.0)
-            if time.monotonic() + est > until:
-                notes.append(f"{phase}: stopped before {name} / {c.label} ({time.monotonic() - t0:.0f} s)")
-                if until >= deadline:
+            if not budget.allows((op, c.label), until):  # the last (variant, shape) pair's cost as the estimate
+                notes.append(f"{phase}: stopped before {name} / {c.label} ({budget.elapsed():.0f} s)")
+                if until >= budget.deadline:
                     stopped = notes[-1]
                 return False
             row = {"run_id": run_id, "phase": phase, "variant": name, "settings": json.dumps(settings, sort_keys=True),
@@ -402,7 +353,7 @@ def main(argv=None) -> int:
                    "commit": commit, "date": date}
             ts = time.monotonic()
             try:
-                with override(op, **settings) if settings else contextlib.nullcontext():
+                with SC.laid_over(op, settings):
                     launches: list = []
                     with launch_spy(MM, launches):
                         out = c.call()  # compiles
@@ -432,20 +383,17 @@ def main(argv=None) -> int:
                     else:
                         times = bench(c.call)
                     if name == "table" and phase in ("gemv", "int4", "mrow"):
-                        row["host_us_call"] = host_cost_us(nbx, c.call, dev, host_n)
+                        row["host_us_call"] = SC.host_cost_us(nbx, c.call, dev, host_n)
                         if c.handle is not None:
-                            row["host_us_handle"] = host_cost_us(nbx, c.handle, dev, host_n)
+                            row["host_us_handle"] = SC.host_cost_us(nbx, c.handle, dev, host_n)
                         row["call_p50_us"] = H.percentiles(bench(c.call))[1] * 1e3
-                p20, p50, p80 = H.percentiles(times)
-                gbps = c.bytes / (p50 * 1e-3) / 1e9
+                p20, p50, p80, gbps, pct = SC.bandwidth(times, c.bytes)
                 row.update(status="ok", p20_us=p20 * 1e3, p50_us=p50 * 1e3, p80_us=p80 * 1e3, reps=len(times),
-                           gbps=gbps, pct_4800=100.0 * gbps / PEAK_GBPS)
+                           gbps=gbps, pct_4800=pct)
             except Exception as e:  # noqa: BLE001 - one failing variant never stops the sweep
-                msg = str(e).splitlines()[0] if str(e) else ""
-                row.update(status="error", error=f"{type(e).__name__}: {msg}"[:300])
-                with open(log_path, "a", encoding="utf-8") as log:
-                    log.write(f"--- {phase} {name} / {c.label}\n{traceback.format_exc()}\n")
-            per_pair[(op, c.label)] = time.monotonic() - ts
+                row.update(status="error", error=SC.error_text(e))
+                SC.log_traceback(log_path, f"{phase} {name} / {c.label}")
+            budget.record((op, c.label), ts)
             results.setdefault(phase, {}).setdefault(name, {})[c.label] = row
             H.append_csv(csv_path, [row], CSV_COLUMNS)
         return True
@@ -513,7 +461,7 @@ def main(argv=None) -> int:
                     lines.append(f"  best for {lb}: {n} ({gb:.0f} GB/s, {100 * gb / PEAK_GBPS:.0f}%)")
     if notes:
         lines.append("\n" + "\n".join(notes[-6:]))
-    lines.append(f"\nsweep_gemv: {time.monotonic() - t0:.0f} s; rows in {csv_path}" +
+    lines.append(f"\nsweep_gemv: {budget.elapsed():.0f} s; rows in {csv_path}" +
                  (f"; stopped: {stopped}" if stopped else ""))
     print("\n".join(lines[:118]), flush=True)
     errors = sum(1 for ph in results.values() for rows in ph.values() for r in rows.values()

@@ -51,29 +51,22 @@ with the best geometric mean over its cases (what to write into runtime/configs/
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import math
 import os
 import sys
 import tempfile
 import time
-import traceback
 import warnings
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-if os.path.isdir(os.path.join(REPO, "src", "nbxtensor")) and os.path.join(REPO, "src") not in sys.path:
-    sys.path.insert(0, os.path.join(REPO, "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sweep_common as SC  # noqa: E402  (puts src on the path)
 
 import numpy as np  # noqa: E402
 
 import harness as H  # noqa: E402
-import sweep_common  # noqa: E402
 
-PEAK_GBPS = 4800.0  # H200 HBM3e datasheet
+PEAK_GBPS = SC.PEAK_GBPS  # H200 HBM3e datasheet
 TARGET_PCT = H.TARGET_PCT_BW
 SAMPLE = 1 << 18  # elements checked against the oracle on the host
 
@@ -308,8 +301,7 @@ def numerics(nbx, dev: str, smoke: bool, out_dir: str) -> list[str]:
                             f"expected {exp[beyond][:3]}"))
         except Exception as ex:  # noqa: BLE001 - record, go on
             lines.append(f"  fast {name}: error {type(ex).__name__}: {str(ex).splitlines()[0][:120]}")
-            with open(os.path.join(out_dir, "sweep_pointwise.log"), "a", encoding="utf-8") as log:
-                log.write(f"--- numerics {name}\n{traceback.format_exc()}\n")
+            SC.log_traceback(os.path.join(out_dir, "sweep_pointwise.log"), f"numerics {name}")
     return lines
 
 
@@ -321,32 +313,19 @@ CSV_FIELDS = ["case", "op", "rule", "variant", "settings", "table_config", "stat
               "gbps", "pct_of_4800", "bytes", "first_call_s", "gpu", "commit", "date"]
 
 
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "sweep_pointwise"),
-                   help="output folder (sweep_pointwise.csv is written there; default: a folder in the temp dir)")
-    p.add_argument("--budget-s", type=float, default=120.0, help="stop starting variants when the next one would "
-                   "pass this many seconds, compiles included (0: no limit)")
-    p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (the interpreter; with --smoke)")
-    p.add_argument("--smoke", action="store_true", help="tiny shapes, short timing (host smoke test)")
+    p = SC.sweep_parser(__doc__, "output folder (sweep_pointwise.csv is written there; default: a folder in the temp "
+                        "dir)", out_default=os.path.join(tempfile.gettempdir(), "sweep_pointwise"), budget_s=120.0,
+                        wording="variants")
     p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     p.add_argument("--no-numerics", action="store_true", help="skip the numerics pass")
     a = p.parse_args(argv)
     t0 = time.monotonic()
     import nbxtensor as nbx
     import nbxtensor.nn.functional  # noqa: F401  (functional ops register on import)
-    from nbxtensor.runtime.configs import launch_config, override
+    from nbxtensor.runtime.configs import launch_config
     dev = a.device
-    st = sweep_common.start("sweep_pointwise", nbx, dev, a.out, a.smoke)
+    st = SC.start("sweep_pointwise", nbx, dev, a.out, a.smoke)
     if st is None:
         return 2
     facts, timing, notes, clock, commit, date = st.facts, st.timing, st.notes, st.clock, st.commit, st.date
@@ -359,33 +338,19 @@ def main(argv=None) -> int:
                 lines = numerics(nbx, dev, a.smoke, a.out)
         except Exception as e:  # noqa: BLE001 - record, go on to the timings
             lines = [f"  error: {type(e).__name__}: {str(e).splitlines()[0][:160]}"]
-            with open(os.path.join(a.out, "sweep_pointwise.log"), "a", encoding="utf-8") as log:
-                log.write(f"--- numerics\n{traceback.format_exc()}\n")
+            SC.log_traceback(os.path.join(a.out, "sweep_pointwise.log"), "numerics")
         print(f"numerics ({time.monotonic() - t_num:.0f} s):", *lines, sep="\n", flush=True)
     cases = build_cases(nbx, a.smoke)
     if a.cases:
-        want = {s.strip() for s in a.cases.split(",") if s.strip()}
+        want = set(SC.names(a.cases))
         cases = [c for c in cases if c.name in want]
-    inputs: dict = {}
-
-    def tensors(case):
-        out = []
-        for spec in case.specs:
-            if spec not in inputs:
-                h = H.host_array(spec)
-                t = nbx.from_numpy(h)
-                inputs[spec] = (t.to(dev) if dev != "cpu" else t, h)
-            out.append(inputs[spec])
-        return [t for t, _ in out], [h for _, h in out]
+    inputs = SC.Inputs(nbx, dev, keep_host=True)
 
     state = {c.name: {"ref": None, "table": None} for c in cases}
     rows: list[dict] = []
     csv_path = os.path.join(a.out, "sweep_pointwise.csv")
-    fcsv = open(csv_path, "w", newline="", encoding="utf-8")
-    writer = csv.DictWriter(fcsv, fieldnames=CSV_FIELDS)
-    writer.writeheader()
-    plan = [(rank, c, s) for rank in range(1 + max(len(c.variants()) for c in cases))
-            for c in cases for s in ([{}] + c.variants())[rank:rank + 1]]
+    writer = SC.CsvRows(csv_path, CSV_FIELDS)
+    plan = SC.rank_plan(cases, Case.variants)
     print(f"{len(plan)} variants over {len(cases)} cases", flush=True)
     est, skipped = (0.5 if a.smoke else 2.5), 0
     for rank, case, settings in plan:
@@ -398,44 +363,33 @@ def main(argv=None) -> int:
         t_var = time.monotonic()
         run_settings = smoke_settings(settings) if a.smoke else settings
         try:
-            ts, hs = tensors(case)
+            ts, hs = inputs.tensors(case.specs), inputs.hosts(case.specs)
             if st["table"] is None:
                 st["table"] = launch_config(case.rule, ts[0].device, dtypes=(getattr(nbx, case.out_dtype),),
                                             numel=ts[0].numel())
             row["table_config"] = _fmt(st["table"])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                with (override(case.rule, **run_settings) if run_settings else _null()):
-                    fn = (lambda ts=ts: case.call(ts))
-                    res = fn()
-                    clock.synchronize()
-                    row["first_call_s"] = round(time.monotonic() - t_var, 2)
-                    if not settings:
-                        st["ref"] = res.clone()
-                        row["status"] = check_oracle(case, res, hs)
-                    elif st["ref"] is None:
-                        row["status"] = "unchecked (the table variant failed)"
-                    elif "FAST" in settings:
-                        ok, n = check_tol(nbx, res, st["ref"])
-                        row["status"] = f"ok (tol; {n} differ)" if ok else f"MISMATCH beyond tolerance ({n} differ)"
-                    else:
-                        ok, n = check_bits(nbx, res, st["ref"])
-                        row["status"] = "ok (bits)" if ok else f"MISMATCH: {n} elements differ from the table's"
-                    del res
-                    times = H.run_benchmark(fn, clock, timing)
-            p20, p50, p80 = H.percentiles(times)
-            gbps = case.bytes / (p50 * 1e-3) / 1e9
-            row.update(p20_ms=round(p20, 4), p50_ms=round(p50, 4), p80_ms=round(p80, 4), gbps=round(gbps, 3),
-                       pct_of_4800=round(100 * gbps / PEAK_GBPS, 2))
+
+            def check(res, st=st, settings=settings, case=case, hs=hs):
+                if not settings:
+                    st["ref"] = res.clone()
+                    return check_oracle(case, res, hs)
+                if st["ref"] is None:
+                    return "unchecked (the table variant failed)"
+                if "FAST" in settings:
+                    ok, n = check_tol(nbx, res, st["ref"])
+                    return f"ok (tol; {n} differ)" if ok else f"MISMATCH beyond tolerance ({n} differ)"
+                ok, n = check_bits(nbx, res, st["ref"])
+                return "ok (bits)" if ok else f"MISMATCH: {n} elements differ from the table's"
+            times = SC.check_then_time(row, case.rule, run_settings, lambda ts=ts: case.call(ts), check, clock, timing,
+                                       t_var)
+            row.update(SC.bandwidth_fields(times, case.bytes))
         except Exception as e:  # noqa: BLE001 - record, go on with the next variant
-            row["status"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-            with open(os.path.join(a.out, "sweep_pointwise.log"), "a", encoding="utf-8") as log:
-                log.write(f"--- {case.name} {_fmt(settings)}\n{traceback.format_exc()}\n")
+            row["status"] = "error: " + SC.error_text(e, message_limit=160)
+            SC.log_traceback(os.path.join(a.out, "sweep_pointwise.log"), f"{case.name} {_fmt(settings)}")
         est = max(est * 0.5 + (time.monotonic() - t_var) * 0.5, 0.3)
         rows.append(row)
-        writer.writerow({k: row.get(k, "") for k in CSV_FIELDS})
-        fcsv.flush()
-    fcsv.close()
+        writer.write(row)
+    writer.close()
     for c in cases:
         state[c.name]["ref"] = None
     report(rows, cases, state, skipped, time.monotonic() - t0, a.budget_s, csv_path, notes)
@@ -446,11 +400,6 @@ def _ok(r: dict) -> bool:
     return str(r.get("status", "")).startswith("ok") and r.get("gbps") not in (None, "")
 
 
-def _geomean(xs) -> float:
-    xs = [max(x, 1e-9) for x in xs]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
 def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
     """Per case: the table setting and up to 3 best variants (plus failures); then best per case; then per rule
     the setting with the best geometric mean over the rule's cases that ran it (ablations excluded)."""
@@ -459,27 +408,22 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
         rs = [r for r in rows if r["case"] == c.name]
         if not rs:
             continue
-        tab = next((r for r in rs if r["variant"] == "table"), None)
         print(f"{c.name} [{c.rule} {_fmt(state[c.name]['table'] or {})}] {c.bytes / 2 ** 20:.0f} MiB moved")
-        good = sorted((r for r in rs if _ok(r) and r is not tab), key=lambda r: -r["gbps"])
-        bad = [r for r in rs if not _ok(r) and r is not tab]
-        for r in ([tab] if tab else []) + good[:3] + bad[:2]:
+        shown, more = SC.rows_to_show(rs, _ok, 3, 2)
+        for r in shown:
             if r.get("gbps") not in (None, ""):
                 print(f"  {r['variant']:5s} {r['gbps']:7.1f} GB/s {r['pct_of_4800']:5.1f}% {r['p50_ms']:8.4f} ms  "
                       f"{r['status'][:30]:30s} {r['settings']}")
             else:
                 print(f"  {r['variant']:5s} {'-':>7s}  {r['status'][:80]} {r['settings']}")
-        if len(good) > 3 or len(bad) > 2:
-            print(f"  ... {max(len(good) - 3, 0) + max(len(bad) - 2, 0)} more in the CSV")
+        if more:
+            print(f"  ... {more} more in the CSV")
     print("\nbest per case (GB/s, % of 4800, x table):")
     for c in cases:
-        rs = [r for r in rows if r["case"] == c.name and _ok(r)]
-        if not rs:
+        found = SC.best_of_case(rows, c.name, _ok, TARGET_PCT)
+        if not found:
             continue
-        best = max(rs, key=lambda r: r["gbps"])
-        tab = next((r for r in rs if r["variant"] == "table"), None)
-        gain = f"{best['gbps'] / tab['gbps']:.2f}x" if tab and tab["gbps"] > 0 else "n/a"
-        flag = "" if best["pct_of_4800"] >= TARGET_PCT else "  (< 85 %)"
+        rs, best, tab, gain, flag = found
         print(f"  {c.name:16s} {best['gbps']:7.1f} {best['pct_of_4800']:5.1f}% {gain:>6s} {best['settings']}{flag}")
         for r in rs:  # the ablations: what the session's code changes are worth
             if any(k in r["settings"] for k in ("HW_CVT", "FAST")) and tab and r["gbps"] > 0:
@@ -488,21 +432,17 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
     print("\nper rule, best geometric mean over its cases (write into runtime/configs/sm90.json):")
     for rule in sorted({c.rule for c in cases}):
         names = [c.name for c in cases if c.rule == rule]
-        by: dict = {}
-        for r in rows:
-            if r["rule"] == rule and _ok(r) and not any(k in r["settings"] for k in ("HW_CVT", "FAST")):
-                by.setdefault(r["settings"], {})[r["case"]] = r["gbps"]
-        full = {s: v for s, v in by.items() if all(n in v for n in names)}
-        if not full:
+        gm = SC.geomean_by_setting(rows, rule, names, _ok,
+                                   keep=lambda r: not any(k in r["settings"] for k in ("HW_CVT", "FAST")))
+        if not gm:
             print(f"  {rule}: no setting ran on all of {names}")
             continue
-        gm = {s: _geomean(v.values()) for s, v in full.items()}
         best = max(gm, key=gm.get)
         base = gm.get("table")
         print(f"  {rule:10s} {best}  geomean {gm[best]:.1f} GB/s" + (f" ({gm[best] / base:.3f}x table)" if base and
                                                                     base > 1e-6 else ""))
         if best != "table":
-            table_cfg = next((state[n]["table"] for n in names if state[n]["table"]), {})
+            table_cfg = SC.table_config(state, names)
             print(f"  {'':10s} -> large-tensor rule config {json.dumps(dict(table_cfg, **json.loads(best)))}")
     print(f"\nsweep_pointwise: {len(rows)} variants run, {skipped} skipped for the {budget:.0f} s budget, "
           f"{sum(1 for r in rows if str(r.get('status', '')).startswith('error'))} errors, "

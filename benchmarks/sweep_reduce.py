@@ -49,26 +49,17 @@ kinds their own setting.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
-import math
 import os
 import sys
 import time
-import traceback
-import warnings
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-if os.path.isdir(os.path.join(REPO, "src", "nbxtensor")) and os.path.join(REPO, "src") not in sys.path:
-    sys.path.insert(0, os.path.join(REPO, "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sweep_common as SC  # noqa: E402  (puts src on the path)
 
 import harness as H  # noqa: E402
-import sweep_common  # noqa: E402
 
-PEAK_GBPS = 4800.0  # H200 HBM3e datasheet
+PEAK_GBPS = SC.PEAK_GBPS  # H200 HBM3e datasheet
 TARGET_PCT = H.TARGET_PCT_BW
 
 # Candidate settings per config rule, most promising first (the table's own rule always runs first as "table").
@@ -250,13 +241,8 @@ CSV_FIELDS = ["case", "op", "rule", "variant", "settings", "table_config", "stat
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="output folder (sweep_reduce.csv is written there)")
-    p.add_argument("--budget-s", type=float, default=120.0, help="stop starting variants when the next one would "
-                   "pass this many seconds, compiles included (0: no limit)")
-    p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (the interpreter; with --smoke)")
-    p.add_argument("--smoke", action="store_true", help="tiny shapes, short timing (host smoke test)")
+    p = SC.sweep_parser(__doc__, "output folder (sweep_reduce.csv is written there)", budget_s=120.0,
+                        wording="variants")
     p.add_argument("--cases", default="", help="comma-separated substrings of case names (default: all)")
     p.add_argument("--rules", default="", help="comma-separated config rules to sweep (default: all)")
     a = p.parse_args(argv)
@@ -264,38 +250,26 @@ def main(argv=None) -> int:
     import nbxtensor as nbx
     import nbxtensor.nn.functional  # noqa: F401  (functional ops register on import)
     from nbxtensor.ops import registry
-    from nbxtensor.runtime.configs import launch_config, override
+    from nbxtensor.runtime.configs import launch_config
     dev = a.device
-    st = sweep_common.start("sweep_reduce", nbx, dev, a.out, a.smoke)
+    st = SC.start("sweep_reduce", nbx, dev, a.out, a.smoke)
     if st is None:
         return 2
     facts, timing, notes, clock, commit, date = st.facts, st.timing, st.notes, st.clock, st.commit, st.date
     cases = build_cases(nbx, a.smoke)
     if a.cases:
-        want = [s.strip() for s in a.cases.split(",") if s.strip()]
+        want = SC.names(a.cases)
         cases = [c for c in cases if any(w in c.name for w in want)]
     if a.rules:
         rules = {s.strip() for s in a.rules.split(",")}
         cases = [c for c in cases if c.rule in rules or c.group in rules]
-    inputs: dict = {}
-
-    def tensors(case):
-        out = []
-        for spec in case.specs:
-            if spec not in inputs:
-                t = nbx.from_numpy(H.host_array(spec))
-                inputs[spec] = t.to(dev) if dev != "cpu" else t
-            out.append(inputs[spec])
-        return out
+    inputs = SC.Inputs(nbx, dev)
 
     state = {c.name: {"ref": None, "bytes": None, "table": None} for c in cases}
     rows: list[dict] = []
     csv_path = os.path.join(a.out, "sweep_reduce.csv")
-    fcsv = open(csv_path, "w", newline="", encoding="utf-8")
-    writer = csv.DictWriter(fcsv, fieldnames=CSV_FIELDS)
-    writer.writeheader()
-    plan = [(rank, c, s) for rank in range(1 + max(len(v) for v in VARIANTS.values()))
-            for c in cases for s in ([{}] + VARIANTS[c.group])[rank:rank + 1]]
+    writer = SC.CsvRows(csv_path, CSV_FIELDS)
+    plan = SC.rank_plan(cases, lambda c: VARIANTS[c.group])
     print(f"sweep_reduce: {len(plan)} variants over {len(cases)} cases on {facts['gpu']} (commit {commit}); "
           f"budget {a.budget_s:.0f} s", flush=True)
     est, n_done, skipped = (0.5 if a.smoke else 3.0), 0, 0
@@ -310,7 +284,7 @@ def main(argv=None) -> int:
         t_var = time.monotonic()
         run_settings = smoke_settings(settings) if a.smoke else settings
         try:
-            ts = tensors(case)
+            ts = inputs.tensors(case.specs)
             if st["bytes"] is None:
                 args, kwargs = case.cost_args(ts)
                 c = registry.get(case.op).cost(*args, **kwargs)
@@ -320,50 +294,30 @@ def main(argv=None) -> int:
             row["bytes"] = st["bytes"]
             if not settings and st["ref"] is not None:
                 raise RuntimeError("table variant ran twice")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                with (override(case.rule, **run_settings) if run_settings else _null()):
-                    fn = (lambda ts=ts: case.call(ts))
-                    res = fn()
-                    clock.synchronize()
-                    row["first_call_s"] = round(time.monotonic() - t_var, 2)
-                    if not settings:
-                        st["ref"] = res
-                        row["status"] = "ok (reference)"
-                    elif st["ref"] is None:
-                        row["status"] = "unchecked (the table variant failed)"
-                    else:
-                        row["status"] = check_same(nbx, res, st["ref"], case.sum_like)
-                    del res
-                    times = H.run_benchmark(fn, clock, timing)
-            p20, p50, p80 = H.percentiles(times)
-            gbps = st["bytes"] / (p50 * 1e-3) / 1e9
-            row.update(p20_ms=round(p20, 4), p50_ms=round(p50, 4), p80_ms=round(p80, 4), gbps=round(gbps, 3),
-                       pct_of_4800=round(100 * gbps / PEAK_GBPS, 2))
+
+            def check(res, st=st, settings=settings, case=case):
+                if not settings:
+                    st["ref"] = res
+                    return "ok (reference)"
+                if st["ref"] is None:
+                    return "unchecked (the table variant failed)"
+                return check_same(nbx, res, st["ref"], case.sum_like)
+            times = SC.check_then_time(row, case.rule, run_settings, lambda ts=ts: case.call(ts), check, clock, timing,
+                                       t_var)
+            row.update(SC.bandwidth_fields(times, st["bytes"]))
         except Exception as e:  # noqa: BLE001 - record, go on with the next variant
-            msg = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-            row["status"] = f"error: {msg}"
-            with open(os.path.join(a.out, "sweep_reduce.log"), "a", encoding="utf-8") as log:
-                log.write(f"--- {case.name} {_fmt_settings(settings)}\n{traceback.format_exc()}\n")
+            row["status"] = "error: " + SC.error_text(e, limit=200)
+            SC.log_traceback(os.path.join(a.out, "sweep_reduce.log"), f"{case.name} {_fmt_settings(settings)}")
         dt_var = time.monotonic() - t_var
         n_done += 1
         est = max(est * 0.5 + dt_var * 0.5, 0.5)
         rows.append(row)
-        writer.writerow({k: row.get(k, "") for k in CSV_FIELDS})
-        fcsv.flush()
-    fcsv.close()
+        writer.write(row)
+    writer.close()
     for c in cases:  # free the references before printing
         state[c.name]["ref"] = None
     report(rows, cases, state, skipped, time.monotonic() - t0, a.budget_s, csv_path, notes)
     return 0
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _ok(r: dict) -> bool:
@@ -378,47 +332,37 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
         rs = [r for r in rows if r["case"] == c.name]
         if not rs:
             continue
-        tab = next((r for r in rs if r["variant"] == "table"), None)
         print(f"{c.name} [{c.group} {_fmt_settings(state[c.name]['table'] or {})}] "
               f"{(state[c.name]['bytes'] or 0) / 2 ** 20:.0f} MiB moved")
-        good = sorted((r for r in rs if _ok(r) and r is not tab), key=lambda r: -r["gbps"])
-        bad = [r for r in rs if not _ok(r) and r is not tab]
-        for r in ([tab] if tab else []) + good[:3] + bad[:1]:
+        shown, more = SC.rows_to_show(rs, _ok, 3, 1)
+        for r in shown:
             if r.get("gbps") is not None:
                 print(f"  {r['variant']:6s} {r['gbps']:8.1f} GB/s {r['pct_of_4800']:5.1f}%  {r['p50_ms']:8.4f} ms  "
                       f"{r['status'][:24]:24s} {r['settings']}")
             else:
                 print(f"  {r['variant']:6s} {'-':>8s}                        {r['status'][:60]} {r['settings']}")
-        if len(good) > 3 or len(bad) > 1:
-            print(f"  ... {max(len(good) - 3, 0) + max(len(bad) - 1, 0)} more in the CSV")
+        if more:
+            print(f"  ... {more} more in the CSV")
     print("\nbest per case (GB/s, % of 4800, x table):")
     for c in cases:
-        rs = [r for r in rows if r["case"] == c.name and _ok(r)]
-        if not rs:
+        found = SC.best_of_case(rows, c.name, _ok, TARGET_PCT)
+        if not found:
             continue
-        best = max(rs, key=lambda r: r["gbps"])
-        tab = next((r for r in rs if r["variant"] == "table"), None)
-        gain = f"{best['gbps'] / tab['gbps']:.2f}x" if tab and tab["gbps"] else "n/a"
-        flag = "" if best["pct_of_4800"] >= TARGET_PCT else "  (< 85 %)"
+        _, best, tab, gain, flag = found
         print(f"  {c.name:28s} {best['gbps']:8.1f} {best['pct_of_4800']:5.1f}% {gain:>6s} {best['settings']}{flag}")
     print("\nper rule, best geometric mean over its cases (write into runtime/configs/sm90.json):")
     for rule in sorted({c.group for c in cases}):
         names = [c.name for c in cases if c.group == rule]
-        by_setting: dict = {}
-        for r in rows:
-            if r["rule"] == rule and _ok(r):
-                by_setting.setdefault(r["settings"], {})[r["case"]] = r["gbps"]
-        full = {s: v for s, v in by_setting.items() if all(n in v for n in names)}
-        if not full:
+        gm = SC.geomean_by_setting(rows, rule, names, _ok)
+        if not gm:
             print(f"  {rule}: no setting ran on all of {names}")
             continue
-        gm = {s: math.exp(sum(math.log(max(x, 1e-9)) for x in v.values()) / len(v)) for s, v in full.items()}
         best = max(gm, key=gm.get)
         base = gm.get("table")
         print(f"  {rule:20s} {best}  geomean {gm[best]:.1f} GB/s" + (f" ({gm[best] / base:.2f}x table)" if base
                                                                           else ""))
         if best != "table":
-            table_cfg = next((state[n]["table"] for n in names if state[n]["table"]), {})
+            table_cfg = SC.table_config(state, names)
             merged = dict(table_cfg, **json.loads(best))
             print(f"  {'':20s} -> rule config {json.dumps(merged, separators=(', ', ': '))}")
     ran = len(rows)
