@@ -95,6 +95,11 @@ def test_gguf_path(folders, tmp_path, qtypes, device):
     ref = reference_logits(cfg, eff, PROMPT)
     packed = LlamaModel.load(path, device=device, dtype=nbx.float32)
     assert packed.quantized() == (qtypes is not None)
+    from nbxtensor.quant import QuantLinear
+    layers = [v for lay in packed.layers for v in lay.values() if isinstance(v, QuantLinear)]
+    # on the CPU the one-time int4 -> float expansion happens at load, before the first forward
+    expanded = str(device) == "cpu" and not interpreting()
+    assert all(bool(q._cpu_weight) == expanded for q in layers) and bool(layers) == (qtypes is not None)
     _close(packed.forward([PROMPT], packed.new_cache(1, 12), all_logits=True).cpu().numpy()[0], ref)
     if qtypes:
         deq = LlamaModel.load(path, device=device, dtype=nbx.float32, dequantize=True)

@@ -51,12 +51,11 @@ def run_chat(device: str, check) -> None:
     """
     import nbxtensor as nbx
     from ..models.llama import SMOLLM2_REFERENCE, LlamaModel
-    from .generate import expand_cpu_weights, stats_line
+    from .generate import stats_line
 
     try:
         t0 = time.perf_counter()
-        model = LlamaModel.load(None, device=device, dtype="float32")
-        expand_cpu_weights(model)  # the CPU's one-time int4 -> float32 expansion: load time, not prefill
+        model = LlamaModel.load(None, device=device, dtype="float32")   # on the CPU: int4 expanded here, once
         load_s = time.perf_counter() - t0
     except (FileNotFoundError, ModuleNotFoundError, ValueError, NotImplementedError, RuntimeError) as e:
         check(False, f"SmolLM2-135M-Instruct could not be loaded: {e}")

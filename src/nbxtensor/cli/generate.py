@@ -7,7 +7,7 @@ With no ``--model`` it runs SmolLM2-135M-Instruct (Q4_1 GGUF, packed int4) from 
 The new text streams to stdout as tokens arrive; a summary (model, device, dtype, weights, load time, prompt
 tokens, prefill and decode tokens/s where defined: none with ``--max-new-tokens 0``, no decode rate for one
 token; ``null`` in the JSON) goes to stderr. On the CPU the one-time expansion of packed int4 weights to float is
-counted in the load time (:func:`expand_cpu_weights`). Sampling is greedy at ``--temperature 0`` (the default), else
+counted in the load time (``LlamaModel.load`` does it). Sampling is greedy at ``--temperature 0`` (the default), else
 seeded (``--seed``, default 0) through :func:`nbxtensor.random.sample`. ``--json`` prints one JSON object
 (``text``, ``tokens``, ``prompt_tokens``, timings) instead of streaming.
 
@@ -23,7 +23,7 @@ import time
 
 from ._common import fail, resolve_device
 
-__all__ = ["add_arguments", "run", "stats_line", "expand_cpu_weights"]
+__all__ = ["add_arguments", "run", "stats_line"]
 
 
 def add_arguments(p) -> None:
@@ -56,27 +56,6 @@ def _fail(msg) -> int:
     return fail("generate", msg)
 
 
-def expand_cpu_weights(model) -> None:
-    """Expand the packed int4 weights of a CPU model to its float dtype now, once.
-
-    On the CPU (NumPy's matmul runs on floats) a :class:`~nbxtensor.quant.QuantLinear` expands its weight on
-    its first call and keeps the float copy (``cache=True``): a one-time cost of every layer, about 0.3 s for
-    SmolLM2-135M on 2 cores, that would otherwise land in the first prefill's time. Calling each layer once on
-    one row of zeros does it here, where the caller counts it as load time. No-op on other devices, under the
-    interpreter tier (which runs the int4 kernels) and for float weights.
-    """
-    from ..quant import QuantLinear
-    from ..runtime.launcher import interpreting
-    from ..tensor.creation import zeros
-    if model.device.type != "cpu" or interpreting():
-        return
-    seen = set()
-    for w in [model.lm_head] + [v for lay in model.layers for v in lay.values()]:
-        if isinstance(w, QuantLinear) and w.cache and id(w) not in seen:
-            seen.add(id(w))
-            w(zeros(1, w.K, dtype=model.dtype, device=model.device))
-
-
 def stats_line(st) -> str:
     """The prompt/prefill/decode part of the summary line, with a rate only where one is defined: no prefill
     when no token was generated (``--max-new-tokens 0``: :meth:`LlamaModel.generate` returns before the
@@ -107,7 +86,6 @@ def run(args) -> int:
     try:
         t0 = time.perf_counter()
         model = LlamaModel.load(args.model, device=device, dtype=args.dtype, dequantize=args.dequantize)
-        expand_cpu_weights(model)  # a one-time cost on the CPU: load time, not the first prefill
         load_s = time.perf_counter() - t0
         codec = model.codec
         if codec is None:

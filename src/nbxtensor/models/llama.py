@@ -388,8 +388,30 @@ class LlamaModel:
                 weights[hf] = f.quant_linear(name, dev, cache=cache_cpu_weights)
             else:
                 weights[hf] = f.tensor(name, dev, dt)
-        return cls(cfg, weights, device=dev, dtype=dt, codec=TextCodec.from_gguf(f), rope_freqs=rope_freqs,
-                   source=os.fspath(path))
+        model = cls(cfg, weights, device=dev, dtype=dt, codec=TextCodec.from_gguf(f), rope_freqs=rope_freqs,
+                    source=os.fspath(path))
+        if cache_cpu_weights:
+            model.expand_cpu_weights()
+        return model
+
+    def expand_cpu_weights(self) -> None:
+        """Expand the packed int4 weights of a CPU model to its float dtype now, once (``from_gguf`` calls it).
+
+        On the CPU (NumPy's matmul runs on floats) a :class:`~nbxtensor.quant.QuantLinear` with ``cache=True``
+        expands its weight on its first call and keeps the float copy: a one-time cost of every layer, about
+        0.3 s for SmolLM2-135M on 2 cores, that would otherwise land in the first prefill. Calling each layer once
+        on one row of zeros does it at load. No-op on other devices, under the interpreter tier (which runs the
+        int4 kernels), and for float or uncached weights.
+        """
+        from ..runtime.launcher import interpreting
+        from ..tensor.creation import zeros
+        if self.device.type != "cpu" or interpreting():
+            return
+        seen = set()
+        for w in [self.lm_head] + [v for lay in self.layers for v in lay.values()]:
+            if isinstance(w, QuantLinear) and w.cache and id(w) not in seen:
+                seen.add(id(w))
+                w(zeros(1, w.K, dtype=self.dtype, device=self.device))
 
     @classmethod
     def random(cls, config, *, device="cpu", dtype=None, seed: int = 0, std: float = 0.02) -> "LlamaModel":
