@@ -58,7 +58,7 @@ from ..runtime.configs import launch_config
 from ..runtime.launcher import Tail, interpreting, launch, launch_tail
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
-from . import registry
+from . import dispatch, registry
 from .attention import FLOATS, LOG2E, _operand, _pow2, _round_p, _softmax_rows, kernel_dtypes, tma_ok
 from .registry import Cost, OpRecord, register
 from .triton_helpers import convert, div_rn, maximum_fast, nan_max_fast, rcp_rn
@@ -829,7 +829,7 @@ def _append_driver(rec, args, *, out=None, inplace=None):
     vc = args["value_pages" if paged else "value_cache"]
     kn, vn, lens, bt = args["key"], args["value"], args["cache_seqlens"], args.get("block_table")
     # the shape, dtype and device checks depend on the arguments' signature only: one that passed is not rechecked
-    sig = _append_sig(fn, kc, vc, kn, vn, lens, bt)
+    sig = dispatch.tensor_sig((fn,), (kc, vc, kn, vn, lens, bt))
     if sig is None or sig not in _APPEND_VALID:
         _check_same_device(fn, key_cache=kc, value_cache=vc, key=kn, value=vn, cache_seqlens=lens, block_table=bt)
         check(kn.ndim == 4 and vn.ndim == 4 and kn.shape[:3] == vn.shape[:3], lambda: f"{fn}: key and value must be "
@@ -870,19 +870,6 @@ def _append_driver(rec, args, *, out=None, inplace=None):
 
 
 _APPEND_VALID: set = set()
-
-
-def _append_sig(fn: str, *ts):
-    """(op, then dtype, shape and device of each tensor argument), or None when one is not a tensor."""
-    sig = (fn,)
-    for t in ts:
-        if t is None:
-            sig += (None,)
-        elif t.__class__ is Tensor:
-            sig += (t._dtype, t._shape, t._storage.device)
-        else:
-            return None
-    return sig
 
 
 def dispatch_check_writable(t: Tensor, fn: str, name: str) -> None:

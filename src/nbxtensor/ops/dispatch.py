@@ -392,6 +392,21 @@ def _scalar_to(value, d: DType):
 # ---------------------------------------------------------------------------------------------------------
 # Devices and outputs
 # ---------------------------------------------------------------------------------------------------------
+def tensor_sig(head: tuple, ts) -> tuple | None:
+    """``head`` followed by the dtype, shape and device of each tensor of ``ts`` (``None`` entries kept as None):
+    the key under which an op remembers that a call's argument checks passed. None when an entry is neither a
+    Tensor nor None (such a call is checked in full)."""
+    sig = head
+    for t in ts:
+        if t is None:
+            sig += (None,)
+        elif t.__class__ is Tensor:
+            sig += (t._dtype, t._shape, t._storage.device)
+        else:
+            return None
+    return sig
+
+
 def common_device(fn: str, operands: list) -> tuple:
     """The device of the tensor operands; 0-dim CPU tensors among CUDA tensors are turned into Python scalars
     (as PyTorch accepts ``cuda_tensor + torch.tensor(2.0)``).

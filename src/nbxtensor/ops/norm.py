@@ -419,15 +419,7 @@ def _rows_sig(fn: str, x, ns, w, b):
         ns = tuple(ns)
     if not isinstance(ns, tuple) or any(s.__class__ is not int for s in ns):
         return None
-    sig = (fn, ns)
-    for t in (x, w, b):
-        if t is None:
-            sig += (None,)
-        elif t.__class__ is Tensor:
-            sig += (t._dtype, t._shape, t._storage.device)
-        else:
-            return None
-    return sig
+    return dispatch.tensor_sig((fn, ns), (x, w, b))
 
 
 def _rows_driver(rms: bool):
