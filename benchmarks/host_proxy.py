@@ -133,13 +133,16 @@ def _null_launch(nbx) -> None:
     from nbxtensor.runtime import launcher
     from nbxtensor.tensor.core import Tensor, host_view
 
-    def _null(kernel, grid, *args, _T=Tensor, _i32=nbx.int32, _hv=host_view, **meta):
+    def _null(kernel, grid, *args, _T=Tensor, _i32=nbx.int32, _hv=host_view, _tls=launcher._TLS, **meta):
+        rec = _tls.__dict__.get("rec")   # the launcher's recording (launch plans of multi-launch ops)
+        if rec is not None:
+            rec.append((kernel, grid, args, meta))
         for x in args:
             if x.__class__ is _T and x._dtype is _i32 and x._shape == (1,):
                 _hv(x)[...] = 0
 
     launcher.launch.__code__ = _null.__code__
-    launcher.launch.__kwdefaults__ = {"_T": Tensor, "_i32": nbx.int32, "_hv": host_view}
+    launcher.launch.__kwdefaults__ = {"_T": Tensor, "_i32": nbx.int32, "_hv": host_view, "_tls": launcher._TLS}
     pointwise.INTERPRET = False
     triton_helpers.INTERPRET = False
 

@@ -646,3 +646,133 @@ def test_out_dtype_refusals(device):
         nbx.vector_norm(x, dim=1, out=o(nbx.bfloat16))
     with pytest.raises(RuntimeError, match="expected input to have floating point or complex dtype but got Int"):
         nbx.nanmean(nbx.ones(2, 3, dtype=nbx.int32, device=device), 1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Launch plans (ops/reduction.py "Launch plans"): a repeated signature replays the recorded launches
+# ---------------------------------------------------------------------------------------------------------
+_PLANNING = H.GPU or os.environ.get("NBX_TRITON_INTERPRET", "0") == "1"
+_plans_only = pytest.mark.skipif(not _PLANNING, reason="plans are made on CUDA devices and under the interpreter tier")
+
+# (op, kwargs, shape, dtype): every state kind, keepdim, dtype=, correction, full reductions (split: two launches)
+_PLAN_CASES = [
+    ("sum", {}, (64, 40), "bfloat16"), ("sum", {"dim": -1}, (6, 70), "bfloat16"),
+    ("sum", {"dim": 0, "keepdim": True}, (70, 6), "float32"), ("sum", {"dim": -1, "dtype": T.float32}, (5, 33), "bfloat16"),
+    ("nansum", {"dim": 1}, (5, 33), "float32"), ("mean", {"dim": (0, 1)}, (4, 9, 7), "float16"),
+    ("nanmean", {"dim": -1}, (5, 33), "float32"), ("prod", {"dim": 1}, (5, 9), "float32"),
+    ("amax", {"dim": -1}, (6, 70), "bfloat16"), ("amin", {}, (300,), "float32"),
+    ("all", {"dim": -1}, (6, 70), "bool"), ("any", {}, (64, 40), "bool"), ("count_nonzero", {"dim": 0}, (9, 5), "int32"),
+    ("logsumexp", {"dim": -1}, (5, 33), "float32"), ("var", {"dim": -1}, (6, 70), "bfloat16"),
+    ("var", {"dim": 0, "correction": 0}, (70, 6), "float32"), ("std", {"dim": -1, "keepdim": True}, (5, 33), "float32"),
+    ("var", {}, (64, 40), "float32"), ("var_mean", {"dim": -1}, (5, 33), "float32"), ("std_mean", {}, (300,), "float64"),
+    ("argmax", {}, (64, 40), "float32"), ("argmin", {"dim": 0, "keepdim": True}, (70, 6), "bfloat16"),
+    ("max", {"dim": -1}, (6, 70), "float32"), ("min", {"dim": 0}, (70, 6), "int16"), ("max", {}, (64, 40), "float32"),
+    ("aminmax", {"dim": -1}, (5, 33), "float32"), ("vector_norm", {"ord": 3.0, "dim": -1}, (5, 33), "float32"),
+    ("norm", {"p": 1}, (64, 40), "float32"),
+]
+
+
+def _plan_input(shape, dtype, seed, device):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape) * 3
+    if dtype == "bool":
+        a = a > 2.5
+    elif dtype.startswith("int"):
+        a = np.round(a)
+    return nbx.tensor(a).to(getattr(T, "bool_" if dtype == "bool" else dtype)).to(device)
+
+
+def _host_all(res):
+    return [H.host(r) for r in _outputs(res)]
+
+
+@_plans_only
+@pytest.mark.parametrize("case", _PLAN_CASES, ids=[f"{c[0]}-{c[1]}-{c[3]}" for c in _PLAN_CASES])
+def test_a_repeated_signature_runs_its_plan_with_the_general_paths_results(case, device):
+    from nbxtensor.ops import reduction as R
+    name, kw, shape, dt = case
+    fn = registry.get(name).extra["function"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        R.clear_plans()
+        fn(_plan_input(shape, dt, 1, device), **kw)          # records the plan
+        assert R.plan_stats() == {"hits": 0, "plans": 1}, name
+        x2 = _plan_input(shape, dt, 2, device)
+        got = fn(x2, **kw)                                   # through the plan
+        assert R.plan_stats()["hits"] == 1
+        R.clear_plans()
+        want = fn(x2, **kw)                                  # the general path again, on the same values
+    assert type(got) is type(want)
+    for g, w in zip(_host_all(got), _host_all(want)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+@_plans_only
+def test_a_full_reduction_plan_holds_both_launches(device):
+    from nbxtensor.ops import reduction as R
+    R.clear_plans()
+    x = _plan_input((64, 40), "float32", 3, device)
+    x.sum()
+    plans = [p for c in R._PLAN_CACHES for p in c.values() if p is not R._NO_PLAN]
+    assert len(plans) == 1 and len(plans[0].steps) == 2       # partial states into the workspace, then the combine
+    assert len(plans[0].fresh) == 2                           # the result and the workspace, new on every call
+    y = x * 0.5
+    a, b = x.sum(), y.sum()
+    assert R.plan_stats()["hits"] == 2
+    assert abs(float(a.item()) - float(np.float64(H.host(x)).sum())) < 1e-3
+    assert abs(float(b.item()) - 0.5 * float(a.item())) < 1e-3
+    assert a._storage is not b._storage
+
+
+@_plans_only
+@pytest.mark.parametrize("change", ["shape", "strides", "dtype", "dim", "keepdim", "dtype_arg", "correction",
+                                    "dim_as_bool"])
+def test_a_changed_signature_misses_the_plan(change, device):
+    from nbxtensor.ops import reduction as R
+    base = _plan_input((8, 12), "float32", 4, device)
+    calls = {
+        "shape": lambda: _plan_input((8, 13), "float32", 4, device).var(-1),
+        "strides": lambda: _plan_input((12, 8), "float32", 4, device).t().var(-1),
+        "dtype": lambda: base.to(nbx.float64).var(-1),
+        "dim": lambda: base.var(0),
+        "keepdim": lambda: base.var(-1, keepdim=True),
+        "dtype_arg": None,
+        "correction": lambda: base.var(-1, correction=0),
+        "dim_as_bool": None,
+    }
+    if change == "dtype_arg":
+        first, second = (lambda: base.sum(-1)), (lambda: base.sum(-1, dtype=nbx.float64))
+    elif change == "dim_as_bool":   # var(x, 1) reduces dim 1; var(x, True) is the unbiased overload over all dims
+        first, second = (lambda: nbx.var(base, 1)), (lambda: nbx.var(base, True))
+    else:
+        first, second = (lambda: base.var(-1)), calls[change]
+    R.clear_plans()
+    first()
+    first()
+    assert R.plan_stats()["hits"] == 1
+    got = second()
+    assert R.plan_stats()["hits"] == 1                   # a miss: the general path ran (and recorded)
+    R.clear_plans()
+    want = second()
+    np.testing.assert_array_equal(H.host(got), H.host(want))
+
+
+@_plans_only
+def test_out_overrides_and_unreplayable_paths_take_the_general_path(device):
+    from nbxtensor.ops import reduction as R
+    from nbxtensor.runtime import configs
+    x = _plan_input((6, 70), "float32", 5, device)
+    R.clear_plans()
+    o = nbx.empty((6,), dtype=nbx.float32, device=device)
+    for _ in range(3):
+        x.sum(-1, out=o)
+    assert R.plan_stats() == {"hits": 0, "plans": 0}
+    x.sum(-1)
+    with configs.override("reduce_rows", BLOCK_R=32):
+        x.sum(-1)                                       # the override's table, not the plan's
+    assert R.plan_stats()["hits"] == 0
+    # a float32 input with dtype=float64 is converted first (a cast launch on a temporary): not replayable
+    x.sum(-1, dtype=nbx.float64)
+    x.sum(-1, dtype=nbx.float64)
+    assert R.plan_stats() == {"hits": 0, "plans": 1}

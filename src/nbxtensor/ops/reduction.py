@@ -81,8 +81,8 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.promotion import get_default_dtype, promote_types
 from ..dtypes.table import DType
-from ..runtime.configs import launch_config
-from ..runtime.launcher import interpreting, launch
+from ..runtime.configs import _OVERRIDES, launch_config
+from ..runtime.launcher import Recording, interpreting, launch, make_launch_plan, scratch
 from ..runtime.triton_compat import jit, tl
 from ..shapes import numel, wrap_dim
 from ..tensor.core import Tensor, host_view, new_empty
@@ -94,7 +94,8 @@ from .triton_helpers import (TL_DTYPES, argmax_combine, argmin_combine, convert,
 __all__ = ["return_types", "canonical3", "memory_groups", "collapse_dims", "reduce_dims", "acc_dtype", "loop_meta",
            "minimum_fast", "nan_min_fast", "lse_combine", "sm_count", "persistent_grid", "out_convert",
            "launch_reduction", "launch_quiet", "FLOATS", "INTS", "BARE_UINTS", "cdiv", "check_input", "compute_input",
-           "new_out", "finish_out", "refuse_dtype", "tmp_like_groups", "welford_combine", "sqrt_rn", "split_plan"]
+           "new_out", "finish_out", "refuse_dtype", "tmp_like_groups", "welford_combine", "sqrt_rn", "split_plan",
+           "clear_plans", "plan_stats"]
 
 FLOATS = (T.float16, T.bfloat16, T.float32, T.float64)
 INTS = (T.uint8, T.int8, T.int16, T.int32, T.int64)
@@ -856,7 +857,7 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
                       R, split, cfg, consts, stage=0, p=p, corr=corr)
     else:
         ws_dt = [acc, T.int64 if kind in (K_ARGMAX, K_ARGMIN) else acc, acc]
-        ws = [new_empty((O, split, I), d, dev) for d in ws_dt[:nstate]]
+        ws = [scratch(new_empty((O, split, I), d, dev)) for d in ws_dt[:nstate]]  # (per call, for a plan)
         ws += ws[:1] * (3 - nstate)  # unused state slots: any pointer
         _launch_stage(x, x, x, ya_, y2a_, ws, (O, R, I), (sxo, sxr, sxi), (syo, syi, sy2o, sy2i), chunk, R, split,
                       cfg, consts, stage=1, p=p, corr=corr)
@@ -1788,7 +1789,86 @@ _DOCS = {
 }
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Launch plans: a repeated call with the same signature replays its launches
+# ---------------------------------------------------------------------------------------------------------
+# The general host path of a reduction (argument checks, dtype rules, canonical form, config lookups, split
+# plan, workspace sizing) costs several times the launch. The first call of a signature (the input's shape,
+# strides, dtype and device; every option with its type: dim, keepdim, dtype, correction, unbiased, ord, p)
+# on a CUDA device or under the interpreter tier runs the general path inside a launcher Recording; the
+# recorded launches (two for a split reduction: the partial states into the scratch workspaces, then the
+# combine) become a :class:`~nbxtensor.runtime.launcher.LaunchPlan` whose slots are the input, the results and
+# the workspaces (allocated per call). Calls with ``out=``, while a config override is in force, or whose general
+# path did anything a plan cannot replay (a conversion of the input, a copy, a fill: any tensor argument that is
+# not the input, a result or a declared workspace) take the general path every time.
+_NO_PLAN = object()
+_PLAN_CACHES: list = []
+_PLAN_LIMIT = 1024
+_PLAN_STATS = {"hits": 0, "plans": 0}
+
+
+def clear_plans() -> None:
+    """Forget every reduction launch plan (and zero :func:`plan_stats`)."""
+    for c in _PLAN_CACHES:
+        c.clear()
+    _PLAN_STATS.update(hits=0, plans=0)
+
+
+def plan_stats() -> dict:
+    """``{"hits": calls served by a plan, "plans": plans made}`` since the last :func:`clear_plans`."""
+    return dict(_PLAN_STATS)
+
+
+def _planned(driver, first: str):
+    """``driver`` behind a per-signature launch plan (see the section comment); ``first`` names the input."""
+    cache: dict = {}
+    _PLAN_CACHES.append(cache)
+
+    def planned(rec, args, *, out=None, inplace=None):
+        x = args.get(first)
+        if out is not None or inplace is not None or x.__class__ is not Tensor:
+            return driver(rec, args, out=out, inplace=inplace)
+        d = x._storage.device
+        key = [x._shape, x._stride, x._dtype, d.type, d.index]
+        for v in args.values():
+            c = v.__class__
+            if c is tuple or c is list:
+                v = tuple((e.__class__, e) for e in v)
+            elif c is Tensor or v is x:
+                if v is x:
+                    continue
+                return driver(rec, args)
+            key.append(c)
+            key.append(v)
+        key = tuple(key)
+        try:
+            plan = cache.get(key)
+        except TypeError:  # an unhashable option: the general path says what is wrong with it
+            return driver(rec, args)
+        if plan is None:
+            if (d.type == "cuda" or interpreting()) and not _OVERRIDES:
+                with Recording() as r:
+                    res = driver(rec, args)
+                plan = make_launch_plan(r, (x,), res)
+                if len(cache) >= _PLAN_LIMIT:
+                    cache.clear()
+                cache[key] = plan or _NO_PLAN
+                _PLAN_STATS["plans"] += plan is not None
+                return res
+        elif plan is not _NO_PLAN and not _OVERRIDES:
+            _PLAN_STATS["hits"] += 1
+            if d.type == "cpu":  # the interpreter tier: masked lanes compute on filler values, as launch_quiet
+                with np.errstate(all="ignore"):
+                    return plan(x)
+            return plan(x)
+        return driver(rec, args)
+
+    planned.__wrapped__ = driver
+    return planned
+
+
 def _reg(name: str, schema: str, driver, cpu, triton, oracle, *, method=True, namespaces=("torch",), **extra):
+    driver = _planned(driver, "x" if name == "vector_norm" else "input")
     rec = OpRecord(name=name, family="reduction", cpu=cpu, triton=triton, oracle=oracle, cost=_cost_of(name),
                    extra=dict(schema=schema, driver=driver, method=method, namespaces=namespaces,
                               errors=_ERRORS.get(name, []), doc=f"``{schema}``\n\n    {_DOCS[name]}\n{_COMMON}",

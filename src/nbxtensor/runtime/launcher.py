@@ -11,11 +11,17 @@ from constants in operator code.
 
 from __future__ import annotations
 
+import threading
+from operator import itemgetter
+
 from .._errors import check, fail
 from .interpret import HostArg
 from .triton_compat import INTERPRET, require_triton
 
-__all__ = ["launch", "launch_tail", "Tail", "interpreting"]
+__all__ = ["launch", "launch_tail", "Tail", "interpreting", "Recording", "scratch", "LaunchPlan", "make_launch_plan"]
+
+_make_tensor = None  # tensor.core.make_tensor (imported when the first plan is made: no import cycle)
+_TLS = threading.local()  # .rec: the launches of the open Recording of this thread (a list), .scratch its scratch
 
 
 def interpreting() -> bool:
@@ -40,6 +46,9 @@ def launch(kernel, grid, *args, **meta):
         RuntimeError: Triton missing; tensors on different devices; a CPU tensor outside the interpreter tier.
     """
     # The host cost of this function is on every launch: the cuda path is kept to a loop, a compare and a call.
+    rec = _TLS.__dict__.get("rec")
+    if rec is not None:
+        rec.append((kernel, grid, args, meta))
     for a in args:
         st = getattr(a, "_storage", None)
         if st is not None:
@@ -94,6 +103,9 @@ def launch_tail(kernel, grid, args, tail: Tail):
         st = getattr(a, "_storage", None)
         if st is not None:
             if st.device.type == "cuda":
+                rec = _TLS.__dict__.get("rec")
+                if rec is not None:
+                    rec.append((kernel, grid, tuple(args) + tail.args, tail.meta))
                 return (_CUDA_LAUNCH or _cuda_launch()).launch(kernel, grid, st.device, args, tail.meta, tail)
             break
     return launch(kernel, grid, *args, *tail.args, **tail.meta)
@@ -107,3 +119,136 @@ def _cuda_launch():
     from . import cuda_launch  # the torch-free CUDA path, imported once
     _CUDA_LAUNCH = cuda_launch
     return cuda_launch
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Recorded launch sequences (multi-launch plans)
+# ---------------------------------------------------------------------------------------------------------
+class Recording:
+    """``with Recording() as r:`` collects every launch made on this thread through :func:`launch` and
+    :func:`launch_tail` (``r.launches``: ``(kernel, grid, args, meta)`` in order) and the per-call scratch tensors
+    ops declare with :func:`scratch` (``r.scratch``). Nested recordings: the outer one sees the inner's launches."""
+
+    __slots__ = ("launches", "scratch", "_outer")
+
+    def __enter__(self) -> "Recording":
+        d = _TLS.__dict__
+        self._outer = (d.get("rec"), d.get("scratch"))
+        _TLS.rec = self.launches = []
+        _TLS.scratch = self.scratch = []
+        return self
+
+    def __exit__(self, *exc) -> None:
+        rec, scr = self._outer
+        _TLS.rec, _TLS.scratch = rec, scr
+        if rec is not None:
+            rec.extend(self.launches)
+            scr.extend(self.scratch)
+
+
+def scratch(t):
+    """Declare ``t`` (a tensor the op has just allocated) a per-call workspace of the launch sequence being
+    recorded, if any: a plan made from the recording allocates a new one per call. Returns ``t``."""
+    s = _TLS.__dict__.get("scratch")
+    if s is not None:
+        s.append(t)
+    return t
+
+
+class LaunchPlan:
+    """A recorded sequence of launches replayed with the caller's tensors in their slots (see
+    :func:`make_launch_plan`). ``plan(*tensors)`` allocates the per-call tensors (results and scratch), runs every
+    launch in order and returns the results in the recorded structure (a tensor, or a tuple/namedtuple of them).
+    CUDA launches go through :func:`launch_tail` with one :class:`Tail` per step, fixed at planning."""
+
+    __slots__ = ("steps", "fresh", "result", "backend", "device", "n")
+
+    def __init__(self, steps, fresh, result, device, n):
+        from ..device.base import backend_for
+        self.steps, self.fresh, self.result, self.device, self.n = steps, fresh, result, device, n
+        self.backend = backend_for(device)
+
+    def __call__(self, *tensors):
+        alloc, dev = self.backend.allocate, self.device
+        env = list(tensors)
+        for nb, shape, stride, off, dt in self.fresh:
+            env.append(_make_tensor(alloc(nb, dev), shape, stride, off, dt))
+        for kernel, grid, pick, consts, meta, tail in self.steps:
+            args = pick(env)
+            if tail is not None:
+                launch_tail(kernel, grid, args, tail)
+            else:
+                launch(kernel, grid, *args, *consts, **meta)
+        kind, cls, idx = self.result
+        if kind == 0:
+            return env[idx]
+        vals = [None if i is None else env[i] for i in idx]
+        return cls(*vals) if kind == 2 else cls(vals)
+
+
+def make_launch_plan(rec: Recording, tensors: tuple, result):
+    """A :class:`LaunchPlan` of the call recorded in ``rec`` (one or more launches), or ``None`` when it cannot be
+    replayed safely: no launch; a tensor argument that is not at the address (storage, offset, dtype) of exactly
+    one of the caller's ``tensors``, a result tensor or a declared :func:`scratch` tensor; a tensor argument after
+    a scalar; an empty tensor; results that are not a tensor or a tuple of tensors/``None`` on new storages.
+
+    Everything else a launch takes (scalars, constexprs, grid) becomes a constant, so the caller keys plans on all
+    that determines them (shapes, strides, dtypes, devices, options, config overrides)."""
+    global _make_tensor
+    from ..tensor.core import Tensor, make_tensor
+    _make_tensor = make_tensor
+    if not rec.launches or any(t is None or not isinstance(t, Tensor) or t.numel() == 0 for t in tensors):
+        return None
+    if isinstance(result, Tensor):
+        res = (0, None, [result])
+    elif isinstance(result, tuple) and all(r is None or isinstance(r, Tensor) for r in result):
+        res = (2 if hasattr(result, "_fields") else 1, type(result), list(result))
+    else:
+        return None
+    outs = [r for r in res[2] if r is not None]
+    fresh_ts = []
+    for t in outs + list(rec.scratch):
+        if t.numel() == 0:
+            return None
+        if not any(f._storage is t._storage for f in fresh_ts):
+            fresh_ts.append(t)
+    known = list(tensors) + fresh_ts
+    stores = [t._storage for t in known]
+    if len({id(s) for s in stores}) != len(stores):  # caller tensors sharing memory, or a result on an input's
+        return None
+    n = len(tensors)
+
+    def slot(a):
+        for i, t in enumerate(known):
+            if t._storage is a._storage:
+                return i if t._offset == a._offset and t._dtype is a._dtype else None
+        return None
+
+    steps = []
+    for kernel, grid, args, meta in rec.launches:
+        slots, consts, lead = [], [], True
+        for a in args:
+            if isinstance(a, Tensor):
+                i = slot(a) if lead else None
+                if i is None:
+                    return None
+                slots.append(i)
+            else:
+                lead = False
+                consts.append(a)
+        if not slots:
+            return None
+        dev = known[slots[0]]._storage.device
+        tail = Tail(consts, meta) if dev.type == "cuda" else None
+        pick = itemgetter(*slots) if len(slots) > 1 else (lambda env, i=slots[0]: (env[i],))
+        steps.append((kernel, grid, pick, tuple(consts), dict(meta), tail))
+    fresh = tuple((t._storage.nbytes, t._shape, t._stride, t._offset, t._dtype) for t in fresh_ts)
+    kind, cls, vals = res
+    idx = [None if r is None else n + next(j for j, f in enumerate(fresh_ts) if f._storage is r._storage)
+           for r in vals]
+    if any(i is not None and vals[k]._offset != known[i]._offset for k, i in enumerate(idx)):
+        return None  # a result that is a view at another offset of its storage (not replayed)
+    if any(r is not None and (r._shape != known[i]._shape or r._stride != known[i]._stride)
+           for r, i in zip(vals, idx)):
+        return None
+    return LaunchPlan(tuple(steps), fresh, (kind, cls, idx[0] if kind == 0 else idx), outs[0].device, n)
