@@ -26,8 +26,9 @@ that finishes early leaves its time to the next). Each (variant, shape) is timed
 flush before every run (benchmarks/harness.py: ``run_benchmark``, ``percentiles``). Its first output is checked
 with the attention tolerance against the float64 oracle on the rows of two (sequence, kv head) pairs and, as a
 whole, against the table variant's output (run first); the paged table output against the contiguous one of the
-same data. A mismatch is marked ``!``, never hidden; every exception is recorded and the sweep goes on. For the
-table variant the host cost of one call is the wall time of 200 back-to-back calls without synchronisation / 200
+same data; the output after the timed runs must have the first call's bits (a replayed decode step is
+byte-identical; else ``NONDETERMINISTIC``). A mismatch is marked ``!``, never hidden; every exception is
+recorded and the sweep goes on. For the table variant the host cost of one call is the wall time of 200 back-to-back calls without synchronisation / 200
 through four entries (``launch_decode``, ``nn.functional.decode_attention``,
 ``nn.functional.scaled_dot_product_attention`` with a one-row query, the path benchmarks/bench_ops.py measures,
 and ``ops.decode_attention.sdpa_decode``, the short path SDPA can take for a decode step), plus the latency of one
@@ -84,8 +85,29 @@ def _v(name, **s):
 # stages, BLOCK_N 128 ~74 KB at 2, BLOCK_N 32 ~54 KB at 4, 64-120 registers; with 64 query rows ("wg64",
 # min_block_h=64: wgmma, warps split the rows, no cross-warp softmax reduction, the rows past G are padding)
 # ~82 KB at 2 stages, 134-175 registers. More resident programs per SM hide the per-tile softmax latency.
+# New kernel structure (each a config key, default off; ahead-of-time sm90 compiles of the bf16 hd128 kernel):
+# - lazy_rowsum: the row sums of p are kept as a [16, BLOCK_N] tile and reduced once per split, one of the two
+#   cross-warp reductions (shared memory + barriers) per key tile goes (table kernel: 23 -> 20 BAR.SYNC, 96 regs);
+# - fuse_combine=N: with 2..N splits the split kernel's last program per (sequence, kv head) combines the partials
+#   in split order (an arrival counter, as ops/matmul.py's split-K) and the combine launch goes (the benchmark's
+#   b64-4k/b32-8k/b8-32k have 5/9/32 splits; batch 1 has 128: left to the combine kernel);
+# - num_warps=1: one warp owns the 16 query rows and the keys of a tile, so the softmax needs no cross-warp
+#   reduction at all (BLOCK_N 16, 4 stages: 138 regs, 28 KB of shared memory, 7 programs per SM).
 KERNEL_VARIANTS = [
     _v("table"),
+    _v("fuse32", fuse_combine=32),
+    _v("fuse32 lazy", fuse_combine=32, lazy_rowsum=True),
+    _v("lazy", lazy_rowsum=True),
+    _v("w1 n16 s4 fuse32 lazy", num_warps=1, BLOCK_N=16, num_stages=4, lazy_rowsum=True, fuse_combine=32,
+       fuse_block_s=4, split_rule="waves", target_programs=924, min_chunk=128, max_splits=256),
+    _v("w1 n16 s3 fuse32 lazy", num_warps=1, BLOCK_N=16, num_stages=3, lazy_rowsum=True, fuse_combine=32,
+       fuse_block_s=4, split_rule="waves", target_programs=1188, min_chunk=128, max_splits=256),
+    _v("n64 s3 fuse32 lazy", BLOCK_N=64, num_stages=3, lazy_rowsum=True, fuse_combine=32),
+    _v("w2 n32 s3 fuse32 lazy", num_warps=2, BLOCK_N=32, num_stages=3, lazy_rowsum=True, fuse_combine=32,
+       split_rule="waves", target_programs=660, min_chunk=128),
+    _v("tma n64 s3 fuse32 lazy", BLOCK_N=64, num_stages=3, TMA=True, lazy_rowsum=True, fuse_combine=32),
+    _v("waves5 fuse32 lazy", lazy_rowsum=True, fuse_combine=32, split_rule="waves", target_programs=660,
+       min_chunk=128),
     _v("tma n64 w4 s3", TMA=True),
     _v("wg64 tma n64 s2", min_block_h=64, BLOCK_N=64, num_warps=4, num_stages=2, TMA=True),
     _v("n64 w4 s2", BLOCK_N=64, num_warps=4, num_stages=2),
@@ -104,8 +126,12 @@ KERNEL_VARIANTS = [
     _v("n32 w4 s3", BLOCK_N=32, num_warps=4, num_stages=3),
 ]
 
-# Phase 2: split counts (132 SMs on the H200: 396 = 3 programs per SM at once, 660 = 5, 264 = 2).
+# Phase 2: split counts (132 SMs on the H200: 396 = 3 programs per SM at once, 660 = 5, 264 = 2). The table
+# kernel (96 regs x 128 threads, 37 KB shared) fits 5 programs per SM; batch 1 (4 kv heads) gets 128 splits of 256
+# keys (512 programs, one partial wave): the "b1" rows give it more, shorter splits.
 SPLIT_VARIANTS = [
+    _v("b1 waves 5/SM s256 c128", split_rule="waves", target_programs=660, min_chunk=128, max_splits=256),
+    _v("b1 target 2640 s256 c128", split_rule="target", target_programs=2640, min_chunk=128, max_splits=256),
     _v("waves 3/SM", split_rule="waves", target_programs=396, min_chunk=128),
     _v("waves 5/SM", split_rule="waves", target_programs=660, min_chunk=128),
     _v("waves 2/SM", split_rule="waves", target_programs=264, min_chunk=128),
@@ -125,12 +151,14 @@ COMBINE_VARIANTS = [
     _v("comb s16 dv128 w4", BLOCK_S=16, combine_dv=128, combine_warps=4),
 ]
 
-SMOKE_VARIANTS = {"table", "tma n64 w4 s3", "wg64 tma n64 s2", "n128 w8 s2", "waves 3/SM", "comb s64 dv32 w2"}
+SMOKE_VARIANTS = {"table", "fuse32 lazy", "w1 n16 s4 fuse32 lazy", "tma n64 w4 s3", "wg64 tma n64 s2", "waves 3/SM",
+                  "comb s64 dv32 w2"}
 
 # Shares of the budget each phase may use up to (kernel, paged, split, combine): every phase gets some time.
 SHARES = (0.55, 0.68, 0.84, 1.0)
 
-CSV_COLUMNS = ["run_id", "phase", "variant", "settings", "shape", "splits", "status", "check", "max_excess",
+CSV_COLUMNS = ["run_id", "phase", "variant", "settings", "shape", "splits", "fused", "status", "check", "replay",
+               "max_excess",
                "p20_ms", "p50_ms", "p80_ms", "reps", "bytes", "gbps", "pct_4800", "sdpa_p50_ms", "sdpa_gbps",
                "host_us_launch", "host_us_decode", "host_us_sdpa", "host_us_sdpa_decode", "sync_us", "error", "gpu",
                "commit", "date"]
@@ -362,6 +390,8 @@ def main(argv=None) -> int:
             s = dict(settings)
             if a.smoke and s.get("BLOCK_N", 0) > 32:  # the interpreter: the same code paths with smaller tiles
                 s["BLOCK_N"] = 32
+            if a.smoke and s.get("min_chunk", 0) > 16:  # several splits of the tiny caches (the fused combine runs)
+                s["min_chunk"] = 16
             scale = 1.0 / math.sqrt(c.D)
             fn = c.run(DA.launch_decode, scale)
             ts = time.monotonic()
@@ -370,7 +400,10 @@ def main(argv=None) -> int:
                     fn()  # compiles
                     if dev != "cpu":
                         nbx.cuda.synchronize()
-                    row["splits"] = c.plan(DA.launch_plan)["splits"]
+                    plan = c.plan(DA.launch_plan)
+                    row["splits"] = plan["splits"]
+                    row["fused"] = int(bool(plan.get("fused")))
+                    first = c.out.cpu().numpy().tobytes()  # the replay check below compares the bits
                     out = host_of(c.out)
                     key = c.twin_key()
                     if key not in oracles:  # the table variant runs first: the oracle rows of this data
@@ -392,6 +425,11 @@ def main(argv=None) -> int:
                         row["check"] = "ok" if worst <= 0 else "MISMATCH"
                     row["max_excess"] = worst
                     times = bench(fn)
+                    # a replayed step (the last timed run) gives the first call's bits: the fixed-order combine
+                    same = c.out.cpu().numpy().tobytes() == first
+                    row["replay"] = "same bits" if same else "DIFFERENT BITS"
+                    if not same:
+                        row["check"] += " NONDETERMINISTIC"
                     if name == "table":
                         row["host_us_launch"] = SC.host_cost_us(nbx, fn, dev, host_n)
                         row["sync_us"] = sync_latency_us(nbx, fn, dev, 1 if a.smoke else 20)

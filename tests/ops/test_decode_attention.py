@@ -10,6 +10,7 @@ interpreter's table cuts the keys into several splits even for short caches, so 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from nbxtensor.ops.attention import attention_tolerance, sdpa_oracle
 from nbxtensor.ops.decode_attention import decode_oracle, paged_decode_oracle, split_plan
 from nbxtensor.runtime.configs import launch_config, override
 
-from attention_harness import QUICK, check_close, dev, draw, host
+from attention_harness import GPU, QUICK, check_close, dev, draw, host
 
 F = nbx.nn.functional
 DTYPES = [T.bfloat16, T.float32] if QUICK else [T.bfloat16, T.float16, T.float32, T.float64]
@@ -236,6 +237,133 @@ def test_table_knobs(settings, device):
     with override("decode_attention", **settings):
         out = F.decode_attention(dev(q, device), dev(k, device), dev(v, device), dev(lens, device))
     _check(out, decode_oracle(q, k, v, lens), _mag(q, k, v, lens), dt, E, f"knobs {settings}")
+
+
+# The split kernel's own combine (fuse_combine) and the once-per-split row sums (lazy_rowsum), on the MANY_SPLITS
+# cut: 5 splits, two split blocks per combine step (fuse_block_s=2) and 16 columns per step (4 steps over a value
+# dim of 48 padded to 64, the last masked).
+FUSED = [dict(fuse_combine=64, fuse_block_s=2, fuse_dv=16), dict(lazy_rowsum=True),
+         dict(fuse_combine=64, lazy_rowsum=True, num_warps=1)]
+
+
+FUSED_CASES = [(s, p) for p in (False, True) for s in FUSED if not (QUICK and p and s is not FUSED[2])]
+
+
+@pytest.mark.parametrize("settings,paged", FUSED_CASES,
+                         ids=[f"{['fused', 'lazy', 'fused-lazy-w1'][FUSED.index(s)]}-{'paged' if p else 'contiguous'}"
+                              for s, p in FUSED_CASES])
+def test_fused_combine_and_lazy_rowsum(settings, paged, device, launches):
+    """With ``fuse_combine`` the last program of each (sequence, kv head) to finish combines the partials (one
+    launch, no combine kernel); with ``lazy_rowsum`` the row sums are reduced once per split. Both stay within the
+    declared tolerance of the oracle for lengths 0..capacity, are deterministic (a replay gives the same bits:
+    the arrival counters are reset by each launch), and the fused combine also gives the same result when the
+    splits are few enough to need a single split block."""
+    dt = T.bfloat16
+    rng = np.random.default_rng(91 + paged)
+    B, Hq, hkv, E, EV, cap = 4, 8, 2, 64, 48, 70
+    lens = np.array([0, 1, 17, cap], np.int32)
+    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, EV), dt)
+    if paged:
+        kp, vp, bt = _paged_from(k, v, 16, rng)
+        args = [dev(a, device) for a in (q, kp, vp, bt, lens)]
+        fn = F.paged_decode_attention
+    else:
+        args = [dev(a, device) for a in (q, k, v, lens)]
+        fn = F.decode_attention
+    replay = device != "cpu"  # the interpreter runs the programs one after another: a replay proves nothing there
+    with override("decode_attention", **MANY_SPLITS, **settings):
+        out = fn(*args)
+        again = fn(*args) if replay else out
+    ref, mag = decode_oracle(q, k, v, lens), _mag(q, k, v, lens)
+    _check(out, ref, mag, dt, E, f"{settings} paged={paged}")
+    assert host(out).tobytes() == host(again).tobytes(), "a replayed step gives the same bits"
+    assert np.all(host(out)[0] == 0), "an empty sequence gives 0"
+    if _kernels_run(device):
+        fused = "fuse_combine" in settings
+        names = [n for n, _, _ in launches]
+        calls = 2 if replay else 1
+        assert names == ["_decode_split_kernel"] * calls if fused else \
+            names == ["_decode_split_kernel", "_decode_combine_kernel"] * calls
+        meta = launches[0][2]
+        assert meta["FUSE"] == fused and meta["LAZY_L"] == settings.get("lazy_rowsum", False)
+        assert launches[0][1] == (B * hkv, 5)
+    if "fuse_combine" in settings:  # fused above 5 splits only: the combine kernel's result, within tolerance
+        with override("decode_attention", **MANY_SPLITS, **{**settings, "fuse_combine": 4}):
+            two = fn(*args)
+        _check(two, ref, mag, dt, E, "fuse_combine below the split count")
+        if _kernels_run(device):
+            assert launches[-1][0] == "_decode_combine_kernel"
+
+
+def _compile_launch_sm90(kernel, args, meta):
+    """Compile a captured launch for sm_90 as Triton's JIT specializes it on the GPU (16-byte aligned pointers and
+    ints divisible by 16 carry ``tt.divisibility``; ints equal to 1 become constants; ``do_not_specialize``
+    arguments stay plain), with Triton's LLVM and bundled ptxas: no GPU needed."""
+    import dataclasses
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDAOptions
+    from triton.runtime.jit import _normalize_ty
+
+    from nbxtensor.ops.pointwise import tl_dtype
+    names = {f.name for f in dataclasses.fields(CUDAOptions)}
+    opts = {k: v for k, v in meta.items() if k in names}
+    cmeta = {k: v for k, v in meta.items() if k not in names}
+    plain = set(kernel.do_not_specialize or ())
+    sig, consts, attrs = {}, {}, {}
+    for i, (p, a) in enumerate(zip(kernel.params, list(args) + [None] * (len(kernel.params) - len(args)))):
+        n = p.name
+        if n in cmeta:
+            sig[n], consts[n] = "constexpr", cmeta[n]
+        elif a is None or p.is_constexpr:
+            sig[n], consts[n] = "constexpr", p.default if a is None else a
+        elif hasattr(a, "data_ptr"):
+            sig[n] = "*" + _normalize_ty(tl_dtype(a.dtype))
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(a, float):
+            sig[n] = "fp32"
+        else:
+            sig[n] = "i32" if -2 ** 31 <= int(a) < 2 ** 31 else "i64"
+            if n not in plain and a == 1:
+                sig[n], consts[n] = "constexpr", 1
+            elif n not in plain and a % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+
+
+@pytest.mark.parametrize("settings", [dict(fuse_combine=32, lazy_rowsum=True),
+                                      dict(fuse_combine=32, lazy_rowsum=True, num_warps=1, BLOCK_N=16, num_stages=4,
+                                           fuse_block_s=4)], ids=["w4", "w1"])
+def test_fused_kernels_compile_for_sm90(settings, monkeypatch):
+    """The sweep's fused / lazy variants of the bf16 head-dim-128 split kernel compile for sm_90 (Triton's real
+    compiler and ptxas; no GPU) on the benchmark's b64-4k shape (5 splits, fused), with the key and value tiles
+    loaded by 128-bit ``cp.async`` into a multi-stage pipeline, and no register spills (no local-memory
+    stores)."""
+    from nbxtensor.runtime.launcher import interpreting
+    if interpreting() or GPU:
+        pytest.skip("compiles ahead of time on a host without a GPU (the other tiers run the kernels)")
+    pytest.importorskip("triton.backends.nvidia.compiler")
+    from nbxtensor.ops import decode_attention as D
+    from nbxtensor.runtime import configs
+    monkeypatch.setattr(configs, "arch_of", lambda device: "sm90")
+    got = []
+    monkeypatch.setattr(D, "launch", lambda kernel, grid, *args, **meta: got.append((kernel, grid, args, meta)))
+    B, Hq, hkv, ctx, E = 64, 32, 4, 4096, 128
+    q, out = nbx.empty(B, Hq, E, dtype=nbx.bfloat16), nbx.empty(B, Hq, E, dtype=nbx.bfloat16)
+    k, v = nbx.empty(B, hkv, ctx, E, dtype=nbx.bfloat16), nbx.empty(B, hkv, ctx, E, dtype=nbx.bfloat16)
+    with override("decode_attention", **settings):
+        D.launch_decode(q, k, v, None, out, scale=0.1, paged=False)
+    assert [g[0].__name__ for g in got] == ["_decode_split_kernel"], "fused: one launch"
+    kernel, grid, args, meta = got[0]
+    assert meta["FUSE"] and meta["LAZY_L"] and grid[1] > 1
+    c = _compile_launch_sm90(kernel, args, meta)
+    ptx, sass = c.asm["ptx"], c.asm.get("sass", "")
+    assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]*\], \[[^]]*\], 0x10", ptx), "16-byte cp.async"
+    assert re.search(r"atom\.[a-z.]*acq_rel[a-z.]*\.add", ptx), "the arrival counter"
+    if sass:
+        assert "STL" not in sass, "register spills"
 
 
 def test_wave_split_rule():

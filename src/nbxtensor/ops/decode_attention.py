@@ -23,6 +23,11 @@ online softmax in base 2, and writes its partial ``(m, l, acc)`` in float32 to o
 combines the partials of each (sequence, head, block of output columns) in a fixed order (a loop over the splits
 in index order, fixed reduction trees): no atomics, so the same inputs give byte-identical outputs, and a
 replayed decode step is reproducible. One split skips the combine (the split kernel writes the output).
+With the table's ``fuse_combine = N`` (default 0: off), 2..N splits need no second launch: each split program
+counts its arrival on a per-(sequence, kv head) counter after storing its partial, and the last to arrive combines
+all partials in split order and resets the counter (ops/matmul.py's deterministic split-K pattern; the counters
+are its ``_locks``), so the bits still do not depend on the order in which programs finish. ``lazy_rowsum``
+(default off) keeps the softmax row sums as a per-column tile reduced once per split instead of once per key tile.
 
 The number of splits comes from the arch's table (``target_programs``, or ``programs_per_sm`` times the SM
 count; ``min_chunk``, ``max_splits``) and the cache's capacity (or ``max_seqlen`` when given). Each sequence's
@@ -60,6 +65,7 @@ from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from . import dispatch, registry
 from .attention import FLOATS, LOG2E, _operand, _pow2, _round_p, _softmax_rows, kernel_dtypes, tma_ok
+from .matmul import _locks  # split-K's arrival counters (zero between launches), shared per (device, stream)
 from .registry import Cost, OpRecord, register
 from .triton_helpers import convert, div_rn, maximum_fast, nan_max_fast, rcp_rn
 
@@ -77,8 +83,13 @@ def _decode_tiles(acc, l_i, m_i, q, k_head, v_head, k_desc, v_desc, bt_row, lo, 
                   sks, svs, skb, svb, num_pages, qk_scale,
                   BOUNDS: tl.constexpr, PAGED: tl.constexpr, PAGE: tl.constexpr, TMA: tl.constexpr,
                   BLOCK_N: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
-                  IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr):
+                  IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, LAZY_L: tl.constexpr):
     """Fold the key tiles ``[lo, hi)`` (``BLOCK_N`` keys each) into ``(acc, l_i, m_i)``.
+
+    ``LAZY_L``: ``l_i`` is a ``[BLOCK_H, BLOCK_N]`` tile of per-column partial sums (rescaled by ``alpha`` like
+    ``acc``) that the caller sums over its columns once after the loop: the per-tile row sum of ``p`` goes, and
+    with it one of the two cross-warp reductions (shared memory and barriers) each tile costs when the warps
+    split the keys (16 query rows: mma.sync's layout).
 
     ``BOUNDS``: the tiles may pass ``hi`` (the one tail tile of a split): keys ``>= hi`` are masked. Without it
     (and not ``PAGED``) the loads carry no key mask at all, the common case of every full tile. ``PAGED``: each
@@ -122,7 +133,10 @@ def _decode_tiles(acc, l_i, m_i, q, k_head, v_head, k_desc, v_desc, bt_row, lo, 
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)
         p = tl.math.exp2(s - shift[:, None])  # ex2.approx: attention.py's deliberate fast path
         alpha = tl.math.exp2(m_i - shift)
-        l_i = l_i * alpha + tl.sum(p, 1)
+        if LAZY_L:
+            l_i = l_i * alpha[:, None] + p
+        else:
+            l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
         if TMA:
             v = v_desc.load([start_n, 0])
@@ -165,14 +179,60 @@ def _seq_len(LENS, b, cap, HAS_LENS: tl.constexpr):
 _SPLIT_SIZES = ["Hq", "Hkv", "GROUP", "HBLK", "cap", "num_pages", "NS", "min_chunk", "moff", "loff"]
 
 
+@jit
+def _fused_combine(WS, out_ptrs, rows, g_ok, active, EV, moff, loff, syd, BLOCK_H: tl.constexpr,
+                   BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr, CDV: tl.constexpr, ACC: tl.constexpr):
+    """The split kernel's own combine (``FUSE``), run by the last program of a (sequence, kv head, head block)
+    to finish: the partials of its ``BLOCK_H`` query rows (workspace rows ``rows = (b * Hq + h) * NS``, output
+    row pointers ``out_ptrs``) over the ``active`` splits, as :func:`_decode_combine_kernel` combines them
+    (``out = sum_s w_s acc_s / sum_s w_s l_s``, ``w_s = exp2(m_s - max_s m_s)``) but for all rows at once,
+    ``BLOCK_S`` splits and ``CDV`` output columns per step. The order of the sums is fixed (split blocks in index
+    order, fixed reduction trees), so the bits do not depend on which program arrived last. The workspace is read
+    with ``.cg`` (from L2: programs on other SMs wrote it)."""
+    offs_s = tl.arange(0, BLOCK_S)
+    mmax = tl.full([BLOCK_H, BLOCK_S], float("-inf"), ACC)
+    for s0 in range(0, active, BLOCK_S):
+        s = s0 + offs_s
+        ok = g_ok[:, None] & (s < active)[None, :]
+        mmax = maximum_fast(mmax, tl.load(WS + moff + rows[:, None] + s[None, :], mask=ok, other=float("-inf"),
+                                          cache_modifier=".cg"))
+    mx = nan_max_fast(mmax, 1)
+    shift = tl.where(mx == float("-inf"), 0.0, mx)
+    lsum = tl.zeros([BLOCK_H, BLOCK_S], ACC)
+    for s0 in range(0, active, BLOCK_S):
+        s = s0 + offs_s
+        ok = g_ok[:, None] & (s < active)[None, :]
+        w = tl.math.exp2(tl.load(WS + moff + rows[:, None] + s[None, :], mask=ok, other=float("-inf"),
+                                 cache_modifier=".cg") - shift[:, None])
+        lsum += w * tl.load(WS + loff + rows[:, None] + s[None, :], mask=ok, other=0.0, cache_modifier=".cg")
+    total = tl.sum(lsum, 1)
+    total = tl.where(total == 0.0, 1.0, total)
+    for c in tl.static_range(BLOCK_DV // CDV):
+        offs_dv = c * CDV + tl.arange(0, CDV)
+        dv_ok = offs_dv < EV
+        acc = tl.zeros([BLOCK_H, CDV], ACC)
+        for s0 in range(0, active, BLOCK_S):
+            s = s0 + offs_s
+            ok = g_ok[:, None] & (s < active)[None, :]
+            w = tl.math.exp2(tl.load(WS + moff + rows[:, None] + s[None, :], mask=ok, other=float("-inf"),
+                                     cache_modifier=".cg") - shift[:, None])
+            o = tl.load(WS + (rows[:, None, None] + s[None, :, None]) * EV + offs_dv[None, None, :],
+                        mask=ok[:, :, None] & dv_ok[None, None, :], other=0.0, cache_modifier=".cg")
+            acc += tl.sum(w[:, :, None] * o, 1)
+        out = div_rn(acc, total[:, None])
+        tl.store(out_ptrs[:, None] + offs_dv[None, :].to(tl.int64) * syd, convert(out, out_ptrs.dtype.element_ty),
+                 mask=g_ok[:, None] & dv_ok[None, :])
+
+
 @jit(do_not_specialize=_SPLIT_SIZES)
-def _decode_split_kernel(Q, K, V, LENS, BT, WS, O,
+def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
                          sqb, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd, sbt, syb, syh, syd,
                          Hq, Hkv, GROUP, HBLK, E, EV, cap, num_pages, NS, min_chunk, moff, loff, qk_scale,
                          HAS_LENS: tl.constexpr, PAGED: tl.constexpr, PAGE: tl.constexpr, DIRECT: tl.constexpr,
                          TMA: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                          BLOCK_DV: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
-                         IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr):
+                         IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, LAZY_L: tl.constexpr = False,
+                         FUSE: tl.constexpr = False, FUSE_S: tl.constexpr = 8, FUSE_DV: tl.constexpr = 32):
     """Partial attention of one split of the keys of one (sequence, kv head, block of its query heads).
 
     Grid ``(B * Hkv * HBLK, NS)``. The split's keys are ``[split * chunk, min((split + 1) * chunk, n_b))`` with
@@ -180,7 +240,12 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O,
     length. Full tiles run unmasked, then at most one tail tile masked. ``DIRECT`` (one split): the output is
     written here; else the partial ``(m, l, acc)`` of each query head goes to the workspace ``WS`` (float32):
     ``acc`` at ``((b * Hq + h) * NS + split) * EV``, ``m`` at ``moff + (b * Hq + h) * NS + split``, ``l`` at
-    ``loff + ...``; a split with no key writes nothing (the combine reads only the splits that hold keys)."""
+    ``loff + ...``; a split with no key writes nothing (the combine reads only the splits that hold keys).
+
+    ``FUSE``: no second launch; each program counts its arrival on ``LOCKS[pid]`` (one int32 per (sequence, kv
+    head, head block), zero between launches) after its partial is stored, and the last of the ``NS`` to arrive
+    combines them all in split order (:func:`_fused_combine`) and resets the counter (the pattern of
+    ops/matmul.py's deterministic split-K, ``_split_k_finish``). ``LAZY_L``: see :func:`_decode_tiles`."""
     pid = tl.program_id(0)
     split = tl.program_id(1)
     hb = pid % HBLK
@@ -223,14 +288,19 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O,
         v_desc = v_head
 
     m_i = tl.full([BLOCK_H], float("-inf"), ACC)
-    l_i = tl.zeros([BLOCK_H], ACC)
+    if LAZY_L:
+        l_i = tl.zeros([BLOCK_H, BLOCK_N], ACC)
+    else:
+        l_i = tl.zeros([BLOCK_H], ACC)
     acc = tl.zeros([BLOCK_H, BLOCK_DV], ACC)
     acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_head, v_head, k_desc, v_desc, bt_row, lo, full, offs_n, d_ok,
                                   dv_ok, sks, svs, skb, svb, num_pages, qk_scale, False, PAGED, PAGE, TMA, BLOCK_N,
-                                  EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC)
+                                  EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC, LAZY_L)
     acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_head, v_head, k_desc, v_desc, bt_row, full, hi, offs_n, d_ok,
                                   dv_ok, sks, svs, skb, svb, num_pages, qk_scale, True, PAGED, PAGE, TMA, BLOCK_N,
-                                  EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC)
+                                  EVEN_D, EVEN_DV, UPCAST, IN_DT, PREC, ACC, LAZY_L)
+    if LAZY_L:
+        l_i = tl.sum(l_i, 1)
     if DIRECT:
         l_safe = tl.where(l_i == 0.0, 1.0, l_i)
         out = acc * rcp_rn(l_safe)[:, None]  # one IEEE reciprocal per row, as attention.py's epilogue
@@ -242,6 +312,16 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O,
         tl.store(WS + moff + row, m_i, mask=live)
         tl.store(WS + loff + row, l_i, mask=live)
         tl.store(WS + row[:, None] * EV + offs_dv[None, :], acc, mask=live[:, None] & dv_ok[None, :])
+        if FUSE:
+            # every thread's partial stores precede the release of the arrival (acq_rel, GPU scope); the last
+            # program's acquire orders its workspace loads (.cg) after every program's stores
+            tl.debug_barrier()
+            arrived = tl.atomic_add(LOCKS + pid, 1, sem="acq_rel")
+            if arrived == NS - 1:
+                active = tl.cdiv(n_b, chunk)
+                _fused_combine(WS, O + b * syb + h * syh, (b * Hq + h) * NS, g_ok, active, EV, moff, loff, syd,
+                               BLOCK_H, FUSE_S, BLOCK_DV, FUSE_DV, ACC)
+                tl.atomic_xchg(LOCKS + pid, 0)
 
 
 @jit(do_not_specialize=["NS", "Hq", "cap", "min_chunk", "moff", "loff"])
@@ -392,7 +472,7 @@ class _Plan:
     launch key (the per-call host work is then two launches and one workspace allocation)."""
 
     __slots__ = ("grid", "sargs", "meta", "meta_ptr", "cgrid", "cargs", "cmeta", "ws", "acc_dt", "direct", "tma",
-                 "tails", "ctail")
+                 "tails", "ctail", "fuse", "locks")
 
 
 _PLANS: dict = {}
@@ -445,8 +525,15 @@ def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor
     p.grid = (B * hkv * hblk, splits)
     p.sargs = (*_rows(q), *ks, *vs, sbt, *_rows(out), Hq, hkv, group, hblk, E, EV, cap, num_pages, splits, mc,
                moff, loff)
+    # fuse_combine: the split kernel's last program per (sequence, kv head, head block) combines (no second launch)
+    # when there are 2..fuse_combine splits (0: never); lazy_rowsum: the row sums of p are reduced once per split
+    p.fuse = not p.direct and splits <= int(cfg.get("fuse_combine", 0))
+    p.locks = B * hkv * hblk if p.fuse else 0
     p.meta = dict(HAS_LENS=lens is not None, PAGED=paged, PAGE=page, DIRECT=p.direct, TMA=p.tma, BLOCK_H=block_h,
                   BLOCK_N=cfg["BLOCK_N"], BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **dk,
+                  LAZY_L=bool(cfg.get("lazy_rowsum", False)), FUSE=p.fuse,
+                  FUSE_S=min(_pow2(splits, 1), _pow2(int(cfg.get("fuse_block_s", 8)), 1)),
+                  FUSE_DV=min(bdv, _pow2(int(cfg.get("fuse_dv", 32)), 1)),
                   **{o: cfg[o] for o in ("num_warps", "num_stages") if o in cfg})
     p.meta_ptr = {**p.meta, "TMA": False}  # a launch whose key or value base is not 16-byte aligned
     cdv = min(bdv, _pow2(cfg.get("combine_dv", bdv)))
@@ -479,10 +566,12 @@ def launch_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tenso
                 block_table: Tensor | None = None, max_seqlen: int | None = None, tma: bool | None = None) -> dict:
     """What :func:`launch_decode` would launch for these arguments (for benchmarks and tests): ``splits``, the
     split kernel's ``grid`` and constexprs/options ``meta``, the combine kernel's ``combine_grid`` and
-    ``combine_meta`` (None with one split) and the workspace's float32 elements ``workspace``."""
+    ``combine_meta`` (None with one split or a fused combine), the workspace's float32 elements ``workspace`` and
+    ``fused`` (the split kernel combines: ``fuse_combine``)."""
     p = _plan_for(q, k, v, lens, out, paged, block_table, max_seqlen, tma)
-    return dict(splits=p.grid[1], grid=p.grid, meta=dict(p.meta), combine_grid=None if p.direct else p.cgrid,
-                combine_meta=None if p.direct else dict(p.cmeta), workspace=0 if p.direct else p.ws)
+    return dict(splits=p.grid[1], grid=p.grid, meta=dict(p.meta), combine_grid=None if p.direct or p.fuse else p.cgrid,
+                combine_meta=None if p.direct or p.fuse else dict(p.cmeta), workspace=0 if p.direct else p.ws,
+                fused=p.fuse)
 
 
 def launch_decode(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor, *, scale: float, paged: bool,
@@ -495,11 +584,12 @@ def launch_decode(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Ten
 
     The host work that depends only on shapes, strides and the config table is planned once per launch key and
     cached (:func:`launch_plan` shows it): a call costs two launches and one workspace allocation (one launch
-    when there is one split)."""
+    when there is one split or the table fuses the combine)."""
     p = _plan_for(q, k, v, lens, out, paged, block_table, max_seqlen, tma)
     ln = q if lens is None else lens
     bt = block_table if paged else q  # an unused pointer when not paged
     ws = out if p.direct else new_empty((p.ws,), p.acc_dt, q.device)
+    locks = _locks(q._storage.device, p.locks) if p.fuse else out  # an unused pointer when not fused
     meta = p.meta
     if p.tma and (k.data_ptr() | v.data_ptr()) & 15:
         meta = p.meta_ptr
@@ -513,14 +603,14 @@ def launch_decode(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Ten
             if len(p.tails) >= 16:
                 p.tails.clear()
             tail = p.tails[tk] = Tail((*p.sargs, sc), meta)
-        launch_tail(_decode_split_kernel, p.grid, (q, k, v, ln, bt, ws, out), tail)
-        if not p.direct:
+        launch_tail(_decode_split_kernel, p.grid, (q, k, v, ln, bt, ws, out, locks), tail)
+        if not p.direct and not p.fuse:
             if p.ctail is None:
                 p.ctail = Tail(p.cargs, p.cmeta)
             launch_tail(_decode_combine_kernel, p.cgrid, (ws, out, ln), p.ctail)
         return
-    launch(_decode_split_kernel, p.grid, q, k, v, ln, bt, ws, out, *p.sargs, float(scale * LOG2E), **meta)
-    if not p.direct:
+    launch(_decode_split_kernel, p.grid, q, k, v, ln, bt, ws, out, locks, *p.sargs, float(scale * LOG2E), **meta)
+    if not p.direct and not p.fuse:
         launch(_decode_combine_kernel, p.cgrid, ws, out, ln, *p.cargs, **p.cmeta)
 
 
