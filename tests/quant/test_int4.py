@@ -270,8 +270,15 @@ def test_kernels_compile_for_sm90(monkeypatch, G, act, sc, has_min):
     if act.itemsize == 2:
         got += _sm90_launches(monkeypatch, lambda: lin(x), DECODE_ASM=True)
         assert got[-1][3]["DECODE_ASM"] and got[-1][3]["FAST_Q"]
+        if G == 32:  # the word-decode kernel (inline PTX), with and without split-K
+            got += _sm90_launches(monkeypatch, lambda: lin(x, activation="silu", residual=res), WORD_DECODE=True,
+                                  BLOCK_K=64, BLOCK_N=16)
+            got += _sm90_launches(monkeypatch, lambda: lin(x), WORD_DECODE=True, BLOCK_K=32, target_programs=4096,
+                                  MIN_K_SPLIT=G)
+            assert got[-1][0] is Q._int4_gemv_w_kernel and got[-1][3]["WASM"] and got[-1][3]["SPLIT"]
     got += _sm90_launches(monkeypatch, lambda: lin.dequantize(act))
-    assert {k.__name__ for k, _, _, _ in got} == {"_int4_gemv_kernel", "_int4_dequant_kernel"}
+    assert {k.__name__ for k, _, _, _ in got} - {"_int4_gemv_w_kernel"} == {"_int4_gemv_kernel",
+                                                                          "_int4_dequant_kernel"}
     assert any(m["SPLIT"] for k, _, _, m in got if k is Q._int4_gemv_kernel)
     assert any(not m["SPLIT"] for k, _, _, m in got if k is Q._int4_gemv_kernel)
     for kernel, grid, args, meta in got:
@@ -313,8 +320,11 @@ def _f64_of(t) -> np.ndarray:
 @pytest.mark.skipif(not KERNELS, reason="the Triton kernels run under the interpreter or on a GPU")
 @pytest.mark.parametrize("settings", [dict(), dict(FAST_Q=False), dict(BLOCK_K=64, BLOCK_N=2),
                                       dict(target_programs=64, MIN_K_SPLIT=32, BLOCK_K=32),
-                                      dict(target_programs=64, MIN_K_SPLIT=64, BLOCK_K=256, BLOCK_N=8)],
-                         ids=["table", "exact-q", "k64-n2", "split-k32", "split-k96-uneven"])
+                                      dict(target_programs=64, MIN_K_SPLIT=64, BLOCK_K=256, BLOCK_N=8),
+                                      dict(WORD_DECODE=True, BLOCK_K=64, BLOCK_N=4),
+                                      dict(WORD_DECODE=True, BLOCK_K=64, BLOCK_N=8, target_programs=64,
+                                           MIN_K_SPLIT=64)],
+                         ids=["table", "exact-q", "k64-n2", "split-k32", "split-k96-uneven", "word", "word-split"])
 @pytest.mark.parametrize("G,symmetric", [(32, False), (64, True), (128, False)])
 def test_int4_gemv_settings(settings, G, symmetric, device):
     """The int4 GEMV's paths (the 1 + q/16 decode and the exact one, steps of several groups, a last step with
@@ -358,6 +368,56 @@ def test_fast_decode_keeps_precision(device):
         xs = _f64_of(x)
         ref = int4_linear_oracle(xs, lin.qweight, lin.scales, lin.mins, None, G)
         _check_linear(_f64_of(lin(x)), ref, xs, W, dt, K)
+
+
+@pytest.mark.skipif(not KERNELS, reason="the Triton kernels run under the interpreter or on a GPU")
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_word_decode_kernel(monkeypatch, device, symmetric):
+    """WORD_DECODE runs _int4_gemv_w_kernel (group 32, 16-bit x, whole steps; its decode as 16 + q/16 and
+    1 + q/16 floats from int32 words) and matches the float64 oracle: worst cases for its differences (x of one
+    sign, codes mostly 0 or mostly 15) and random codes, split-K included. Shapes it does not take (group 64,
+    K not whole steps, float32 x) run the other kernel."""
+    from nbxtensor.ops import matmul as MM
+    from nbxtensor.quant import int4 as Q
+    from nbxtensor.quant import pack_int4
+    from nbxtensor.runtime.configs import override
+    names = []
+    real = MM.launch
+    monkeypatch.setattr(MM, "launch", lambda k, g, *a, **m: (names.append(k), real(k, g, *a, **m))[1])
+    G, N, K = 32, 12, 8 * 32
+    cases = []
+    for fill in (0, 15, None):
+        q = rng.integers(0, 16, (N, K), dtype=np.uint8) if fill is None else np.full((N, K), fill, np.uint8)
+        if fill is not None:
+            q[:, ::17] = 15 - fill
+        cases.append(q)
+    for q in cases:
+        s = (rng.random((N, K // G)) * 0.02 + 0.001).astype(np.float16)
+        m = None if symmetric else (-rng.random((N, K // G)) * 0.1).astype(np.float16)
+        lin = QuantLinear.from_packed(pack_int4(q, G), s, m, group_size=G, device=device, cache=False)
+        W = dequantize_oracle(lin.qweight, lin.scales, lin.mins, G)
+        for dt, xv in ((T.bfloat16, np.abs(rng.standard_normal((1, K))) + 4.0),
+                       (T.float16, rng.standard_normal((2, K)) * 3.0)):
+            x = nbx.tensor(xv, dtype=dt, device=device)
+            xs = _f64_of(x)
+            ref = int4_linear_oracle(xs, lin.qweight, lin.scales, lin.mins, None, G)
+            for settings in (dict(WORD_DECODE=True, BLOCK_K=64, BLOCK_N=4),
+                             dict(WORD_DECODE=True, BLOCK_K=32, BLOCK_N=8, target_programs=64, MIN_K_SPLIT=32)):
+                names.clear()
+                MM.clear_plans()
+                with override("int4_gemv", **settings):
+                    y = lin(x)
+                assert names == [Q._int4_gemv_w_kernel], names
+                _check_linear(_f64_of(y), ref, xs, W, dt, K)
+    # not taken: group 64, a K range that is not whole steps, float32 x
+    for G2, K2, dt in ((64, 256, T.bfloat16), (32, 96, T.bfloat16), (32, 256, T.float32)):
+        lin = _lin(N, K2, G2, symmetric, T.float16, device, dtype=dt)
+        names.clear()
+        MM.clear_plans()
+        with override("int4_gemv", WORD_DECODE=True, BLOCK_K=64, BLOCK_N=4):
+            lin(nbx.ones(1, K2, dtype=dt, device=device))
+        assert names == [Q._int4_gemv_kernel], (G2, K2, dt.name)
+    MM.clear_plans()
 
 
 @pytest.mark.skipif(not KERNELS, reason="launch plans exist for the Triton implementation (GPU or interpreter)")

@@ -313,6 +313,128 @@ def _int4_gemv_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLIT,
 
 
 @jit
+def _word_codes(ha, hb, WASM: tl.constexpr):
+    # The 8 codes of the int32 word v = ha | hb << 16 (two int16 halfwords of packed codes; bytes b0..b3,
+    # little-endian) as floats, with 4 shifts and 8 lop3 per word: the low nibble of byte i (bits 8i..8i+3) is
+    # moved to mantissa bits 15..18 of 16.0 (16 + q/16), the high nibble (bits 8i+4..8i+7) to bits 19..22 of 1.0
+    # (1 + q/16); one shift serves both nibbles of a byte (v << 15, << 7, >> 1, >> 9), then (t & mask) | magic
+    # in one lop3 each (lut 0xEA = (a & b) | c). Returns (lo0, hi0, lo1, hi1, lo2, hi2, lo3, hi3).
+    # WASM: in inline PTX (the GPU; the halfwords joined by one mov); else the same bit operations in Triton
+    # (the interpreter tier).
+    if WASM:
+        l0, h0, l1, h1, l2, h2, l3, h3 = tl.inline_asm_elementwise(
+            "{ .reg .b32 v, t; mov.b32 v, {$8, $9}; "
+            "shl.b32 t, v, 15; lop3.b32 $0, t, 0x78000, 0x41800000, 0xEA; lop3.b32 $1, t, 0x780000, 0x3F800000, 0xEA; "
+            "shl.b32 t, v, 7; lop3.b32 $2, t, 0x78000, 0x41800000, 0xEA; lop3.b32 $3, t, 0x780000, 0x3F800000, 0xEA; "
+            "shr.u32 t, v, 1; lop3.b32 $4, t, 0x78000, 0x41800000, 0xEA; lop3.b32 $5, t, 0x780000, 0x3F800000, 0xEA; "
+            "shr.u32 t, v, 9; lop3.b32 $6, t, 0x78000, 0x41800000, 0xEA; lop3.b32 $7, t, 0x780000, 0x3F800000, 0xEA; }",
+            "=r,=r,=r,=r,=r,=r,=r,=r,h,h", [ha, hb],
+            dtype=(tl.int32, tl.int32, tl.int32, tl.int32, tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True,
+            pack=1)
+    else:
+        u = ((ha.to(tl.int32) & 65535) | (hb.to(tl.int32) << 16)).to(tl.uint32, bitcast=True)
+        t0 = u << 15
+        t1 = u << 7
+        t2 = u >> 1
+        t3 = u >> 9
+        l0 = ((t0 & 0x78000) | 0x41800000).to(tl.int32, bitcast=True)
+        h0 = ((t0 & 0x780000) | 0x3F800000).to(tl.int32, bitcast=True)
+        l1 = ((t1 & 0x78000) | 0x41800000).to(tl.int32, bitcast=True)
+        h1 = ((t1 & 0x780000) | 0x3F800000).to(tl.int32, bitcast=True)
+        l2 = ((t2 & 0x78000) | 0x41800000).to(tl.int32, bitcast=True)
+        h2 = ((t2 & 0x780000) | 0x3F800000).to(tl.int32, bitcast=True)
+        l3 = ((t3 & 0x78000) | 0x41800000).to(tl.int32, bitcast=True)
+        h3 = ((t3 & 0x780000) | 0x3F800000).to(tl.int32, bitcast=True)
+    return (l0.to(tl.float32, bitcast=True), h0.to(tl.float32, bitcast=True), l1.to(tl.float32, bitcast=True),
+            h1.to(tl.float32, bitcast=True), l2.to(tl.float32, bitcast=True), h2.to(tl.float32, bitcast=True),
+            l3.to(tl.float32, bitcast=True), h3.to(tl.float32, bitcast=True))
+
+
+@jit
+def _halves(p, XBF16: tl.constexpr):
+    # the two 16-bit floats of int32 word p (element 2i in the low half, 2i+1 in the high half) as float32:
+    # bfloat16 by moving its bits to the top of a float32 (exact), float16 through the native conversion
+    if XBF16:
+        a = (p << 16).to(tl.float32, bitcast=True)
+        b = (p & -65536).to(tl.float32, bitcast=True)
+    else:
+        a = (p & 65535).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        b = (p >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return a, b
+
+
+@jit(do_not_specialize=["Z"])
+def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLIT, NSPLIT, Z,
+                        sxm, swn, ssn, scn, srm, srn, som, son,
+                        G: tl.constexpr, BLOCK_N: tl.constexpr, NGC: tl.constexpr, HAS_MIN: tl.constexpr,
+                        HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, WASM: tl.constexpr,
+                        XBF16: tl.constexpr, SPLIT: tl.constexpr, EVICT_W: tl.constexpr, EXACT: tl.constexpr):
+    # The word-decode variant of _int4_gemv_kernel (group 32, 16-bit activations with unit stride, whole steps).
+    # Column j (0..3) of a group takes the group's 16-bit halfwords j and 4 + j (bytes 2j, 2j+1, 8+2j, 9+2j),
+    # joined into one int32 word v; its 8 codes are decoded with 12 integer instructions (_word_codes: low
+    # nibbles as 16 + q/16, high nibbles as 1 + q/16) and multiplied by x in one FFMA chain:
+    #     d = sum_lo (16 + q/16) x + sum_hi (1 + q/16) x = X16 + (sum q x) / 16,  X16 = 16 sum_lo x + sum_hi x
+    # so sum_j q_j x_j = 16 (d - X16) per group (X16 and sum x from x alone, once for all rows). The x of column
+    # j is four int32 words (pairs of 16-bit values) at j, 4 + j, 8 + j, 12 + j of the group's 16: elements
+    # 2j.., 8+2j.. (low nibbles of bytes 2j, 2j+1, 8+2j, 9+2j) and 16+2j.., 24+2j.. (their high nibbles). The
+    # pointers of every load of the loop (halfwords, x words) are contiguous over a group's 4 columns, so they
+    # all take one layout (4 columns = one group per thread; the group sums stay in the thread) and nothing
+    # goes through shared memory.
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    pid_n = pid // M
+    m = pid % M
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    wn = tl.minimum(rn, N - 1).to(tl.int64)
+    g_lo = pid_k * G_SPLIT
+    g_hi = tl.minimum(g_lo + G_SPLIT, NG)
+    BC: tl.constexpr = NGC * 4        # columns per step
+    rc = tl.arange(0, BC)
+    rg = tl.arange(0, NGC)
+    W16 = W.to(tl.pointer_type(tl.int16), bitcast=True)
+    X32 = X.to(tl.pointer_type(tl.int32), bitcast=True)
+    ho = ((rc // 4) * 8 + rc % 4).to(tl.int64)   # halfword j of the column's group
+    w_ptrs = W16 + wn[:, None] * (swn // 2) + ho[None, :]
+    xo = ((rc // 4) * 16 + rc % 4).to(tl.int64)  # x word j of the group (pairs of 16-bit values)
+    x_ptrs = X32 + _wide(m) * (sxm // 2) + tl.broadcast_to(xo[None, :], (BLOCK_N, BC))
+    s_ptrs = S + wn[:, None] * ssn + (rg + Z)[None, :]
+    m_ptrs = MN + wn[:, None] * ssn + (rg + Z)[None, :]
+    acc = tl.zeros((BLOCK_N, NGC), dtype=tl.float32)
+    for g0 in range(g_lo, g_hi, NGC):
+        gw = _wide(g0)
+        wp = w_ptrs + gw * 8
+        ha = tl.load(wp, eviction_policy=EVICT_W)
+        hb = tl.load(wp + 4, eviction_policy=EVICT_W)
+        xp = x_ptrs + gw * 16
+        xa0, xa1 = _halves(tl.load(xp, eviction_policy="evict_last"), XBF16)        # lo of bytes 2j, 2j+1
+        xb0, xb1 = _halves(tl.load(xp + 4, eviction_policy="evict_last"), XBF16)    # lo of bytes 8+2j, 9+2j
+        xc0, xc1 = _halves(tl.load(xp + 8, eviction_policy="evict_last"), XBF16)    # hi of bytes 2j, 2j+1
+        xd0, xd1 = _halves(tl.load(xp + 12, eviction_policy="evict_last"), XBF16)   # hi of bytes 8+2j, 9+2j
+        s = _cvt(tl.load(s_ptrs + gw), tl.float32, EXACT)
+        l0, h0, l1, h1, l2, h2, l3, h3 = _word_codes(ha, hb, WASM)
+        xlw = xa0 + xa1 + xb0 + xb1
+        xhw = xc0 + xc1 + xd0 + xd1
+        nx16 = -(16.0 * xlw + xhw)  # x alone: once for all rows; the FFMA chain starts from it
+        d = nx16 + l0 * xa0 + h0 * xc0 + l1 * xa1 + h1 * xc1 + l2 * xb0 + h2 * xd0 + l3 * xb1 + h3 * xd1
+        dg = tl.sum(tl.reshape(d, (BLOCK_N, NGC, 4)), axis=2)  # sum q x / 16
+        xsg = tl.sum(tl.reshape(xlw + xhw, (BLOCK_N, NGC, 4)), axis=2)
+        if HAS_MIN:
+            mn = _cvt(tl.load(m_ptrs + gw), tl.float32, EXACT)
+            acc += (16.0 * s) * dg + mn * xsg
+        else:
+            acc += s * (16.0 * dg - 8.0 * xsg)
+    tot = tl.reshape(tl.sum(acc, axis=1), (1, BLOCK_N))
+    rm = tl.arange(0, 1)
+    mo = _wide(m)
+    if SPLIT:
+        _split_k_finish(tot, rm, rn, 1, N, MNS, WS + mo * N, LOCKS, pid, pid_k, NSPLIT, OUT + mo * som, som, son,
+                        C, 0, scn, R + mo * srm, srm, srn, 1.0, 1.0, HAS_C, HAS_R, ACT, True, True, EXACT)
+    else:
+        _epilogue(tot, rm, rn, 1, N, OUT + mo * som, som, son, C, 0, scn, R + mo * srm, srm, srn, 1.0, 1.0, False,
+                  HAS_C, HAS_R, ACT, True, True, EXACT)
+
+
+@jit
 def _int4_dequant_kernel(W, S, MN, OUT, N, NG, swn, ssn, son, sok,
                          G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr, HAS_MIN: tl.constexpr,
                          OUT_DT: tl.constexpr, EXACT: tl.constexpr):
@@ -379,6 +501,21 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
     locks = _locks(dev, n_tiles * M) if use_split else out
     c = bias if bias is not None else out
     r = residual if residual is not None else out
+    if (fast_q and even and G == 32 and cfg.get("WORD_DECODE", False) and qweight.stride(0) % 4 == 0
+            and qweight.storage_offset() % 4 == 0 and x.stride(1) == 1 and x.stride(0) % 2 == 0
+            and x.storage_offset() % 2 == 0):
+        # the word-decode kernel (_int4_gemv_w_kernel): 16-bit activations, whole steps, 4-byte aligned rows
+        _launch(_int4_gemv_w_kernel, (n_tiles * M, split),
+                (x, qweight, scales, mins if mins is not None else scales, c, r, out, ws, locks, M, N, NG, M * N,
+                 g_split, split, 0, x.stride(0), qweight.stride(0), scales.stride(0), c.stride(-1),
+                 r.stride(0), r.stride(1), out.stride(0), out.stride(1)),
+                dict(G=G, BLOCK_N=bn, NGC=ngc, HAS_MIN=mins is not None, HAS_C=bias is not None,
+                     HAS_R=residual is not None, ACT=_ACT_CODE[activation], WASM=not exact and bool(cfg.get("WORD_ASM", True)),
+                     XBF16=x.dtype is T.bfloat16, SPLIT=use_split,
+                     EVICT_W=str(cfg.get("EVICT_W", "")), EXACT=exact, num_warps=cfg.get("num_warps", 4),
+                     num_stages=cfg.get("num_stages", 2)),
+                ws=ws if use_split else None, locks=(locks, n_tiles * M) if use_split else None)
+        return
     _launch(_int4_gemv_kernel, (n_tiles * M, split),
             (x, qweight, scales, mins if mins is not None else scales, c, r, out, ws, locks, M, N, NG, M * N, g_split,
              split, 0x3F800000, 0, x.stride(0), x.stride(1), qweight.stride(0), scales.stride(0), c.stride(-1),
