@@ -77,8 +77,8 @@ BF16_SHAPES = [("1x4096->1024", 1, 4096, 1024), ("1x4096->4096", 1, 4096, 4096),
 INT4_SHAPES = [("q4 4096x4096", 1, 4096, 4096), ("q4 14336x4096", 1, 4096, 14336), ("q4 4096x14336", 1, 14336, 4096),
                ("q4 6144x4096", 1, 4096, 6144)]
 MROW_SHAPES = [("4x4096->4096", 4, 4096, 4096), ("8x4096->14336", 8, 4096, 14336)]
-SMOKE = {"gemv": [("s 1x200->40", 1, 200, 40), ("s 1x64->24", 1, 64, 24)],
-         "int4": [("s q4 1x256->24", 1, 256, 24), ("s q4 1x128->16", 1, 128, 16)],
+SMOKE = {"gemv": [("s 1x200->40", 1, 200, 40), ("s 1x64->200", 1, 64, 200)],
+         "int4": [("s q4 1x256->24", 1, 256, 24), ("s q4 1x1024->16", 1, 1024, 16)],
          "mrow": [("s 3x64->40", 3, 64, 40)]}
 
 
@@ -89,8 +89,18 @@ def _v(name, **s):
 # Phase 1 (gemv kernel). sm_90 compiles of the M = 1 kernel: the table's BLOCK_N 16 x BLOCK_K 512 tile takes 127
 # registers (4 programs of 4 warps per SM); BLOCK_N 4 x (4 x 256) 56 (9 per SM, 8 16-byte loads in flight per
 # thread, all issued before the first FMA), with PREFETCH 91 (16 in flight); BLOCK_N 8 x (4 x 256) with 8 warps 48.
+# PERSIST (session 4): at most P programs per SM, each looping over row tiles with the next chunk loaded across
+# tile ends (sm_90: 63 registers at BLOCK_N 4 x (4 x 256), 8 LDG.E.128 in flight per thread before the first
+# FFMA and the next ones issued before this chunk's FFMAs): no per-tile CTA start, no partial last wave (3584
+# tiles of 4096->14336 over 132 * 4 programs: 7 tiles at most against 6.8 on average).
 GEMV_KERNEL = [
     _v("table"),
+    _v("persist4", PERSIST=4),
+    _v("persist3", PERSIST=3),
+    _v("persist4 n8 w8", PERSIST=4, BLOCK_N=8, BLOCK_K=256, UNROLL=4, num_warps=8),
+    _v("persist2 n8 w8", PERSIST=2, BLOCK_N=8, BLOCK_K=256, UNROLL=4, num_warps=8),
+    _v("persist6", PERSIST=6),
+    _v("persist2 n8 u2 w8", PERSIST=2, BLOCK_N=8, BLOCK_K=256, UNROLL=2, num_warps=8),
     _v("n4 k256 u4", BLOCK_N=4, BLOCK_K=256, UNROLL=4, PREFETCH=False, num_warps=4),
     _v("n4 k256 u4 pf", BLOCK_N=4, BLOCK_K=256, UNROLL=4, PREFETCH=True, num_warps=4),
     _v("n8 k256 u4 w8", BLOCK_N=8, BLOCK_K=256, UNROLL=4, PREFETCH=False, num_warps=8),
@@ -116,8 +126,20 @@ GEMV_SPLIT = [
 # at BLOCK_N 4 / 4 warps, 64-72 at BLOCK_N 8-16; no shared-memory traffic in the loop; about 12-14 instructions
 # per packed byte, so the decode (DECODE_ASM: 2 instead of ~3.5 per code) and rows per thread (x converted and
 # summed once for all of a thread's rows) matter.
+# WORD_DECODE (session 4): _int4_gemv_w_kernel, codes decoded from int32 words (4 shifts + 8 lop3 per 8 codes in
+# inline PTX), one FFMA chain per word, x converted and summed once for all of a thread's rows; sm_90 loop: 7.8
+# SASS instructions per packed byte at BLOCK_N 16 / 4 warps (96 registers), 7.0 at BLOCK_N 32 / 4 warps (158)
+# or BLOCK_N 64 / 8 warps (128), against 12.1 for the table kernel (64 registers); no shared memory in the loop.
 INT4_KERNEL = [
     _v("table"),
+    _v("w n16 k1024 w4", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4),
+    _v("w n32 k1024 w4", WORD_DECODE=True, BLOCK_N=32, BLOCK_K=1024, num_warps=4),
+    _v("w n32 k1024 w8", WORD_DECODE=True, BLOCK_N=32, BLOCK_K=1024, num_warps=8),
+    _v("w n64 k1024 w8", WORD_DECODE=True, BLOCK_N=64, BLOCK_K=1024, num_warps=8),
+    _v("w n16 k1024 w4 ef", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4, EVICT_W="evict_first"),
+    _v("w n8 k1024 w4", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=1024, num_warps=4),
+    _v("w n16 k2048 w4", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=2048, num_warps=4),
+    _v("w n16 k1024 w4 P6", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4, programs_per_sm=6),
     _v("n8 k1024 w4 asm", BLOCK_N=8, BLOCK_K=1024, num_warps=4, DECODE_ASM=True),
     _v("n16 k1024 w4 asm", BLOCK_N=16, BLOCK_K=1024, num_warps=4, DECODE_ASM=True),
     _v("n4 k1024 w4 asm", BLOCK_N=4, BLOCK_K=1024, num_warps=4, DECODE_ASM=True),
@@ -147,7 +169,8 @@ PHASES = [("gemv", "gemv", GEMV_KERNEL, 0.38), ("gemv-split", "gemv", GEMV_SPLIT
           ("int4", "int4_gemv", INT4_KERNEL, 0.82), ("int4-split", "int4_gemv", INT4_SPLIT, 0.92),
           ("mrow", "gemv", MROW, 1.0)]
 SMOKE_VARIANTS = {"table", "n4 k256 u4 pf", "n8 k256 u4 w8", "n4 k256 u4 ef", "split P8", "n8 k1024 w4 asm",
-                  "n16 k1024 w4", "n8 k1024 exact-q", "split P6", "dot_t n64 k128"}
+                  "n16 k1024 w4", "n8 k1024 exact-q", "split P6", "dot_t n64 k128", "persist4", "persist4 n8 w8",
+                  "w n16 k1024 w4", "w n32 k1024 w8"}
 
 CSV_COLUMNS = ["run_id", "phase", "variant", "settings", "shape", "M", "K", "N", "grid", "status", "check",
                "max_excess", "p20_us", "p50_us", "p80_us", "reps", "bytes", "gbps", "pct_4800", "call_p50_us",

@@ -24,10 +24,10 @@ sys.path.insert(0, os.path.join(REPO, "tests", "ops"))
 import sweep_gemv as S  # noqa: E402
 
 INTERPRET = os.environ.get("NBX_TRITON_INTERPRET", "0") == "1"
-GEMV_KEYS = {"BLOCK_N", "BLOCK_K", "BLOCK_M", "UNROLL", "PREFETCH", "DOT_T", "EVICT_W", "programs_per_sm",
+GEMV_KEYS = {"BLOCK_N", "BLOCK_K", "BLOCK_M", "UNROLL", "PREFETCH", "PERSIST", "DOT_T", "EVICT_W",
+             "programs_per_sm", "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages"}
+INT4_KEYS = {"BLOCK_N", "BLOCK_K", "FAST_Q", "DECODE_ASM", "WORD_DECODE", "WORD_ASM", "EVICT_W", "programs_per_sm",
              "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages"}
-INT4_KEYS = {"BLOCK_N", "BLOCK_K", "FAST_Q", "DECODE_ASM", "EVICT_W", "programs_per_sm", "target_programs",
-             "MIN_K_SPLIT", "num_warps", "num_stages"}
 
 
 def test_variant_tables_are_well_formed():
@@ -124,7 +124,8 @@ def test_every_variant_compiles_for_sm90(monkeypatch, phase):
         call = lambda: int4_linear(x, q, s, m, group_size=S.G)  # noqa: E731
     else:
         M = 4 if phase == "mrow" else 1
-        x, w = nbx.empty(M, 4096, dtype=bf), nbx.empty(1024, 4096, dtype=bf)
+        # 8192 rows: enough row tiles for every PERSIST variant to run persistent programs (132 SMs)
+        x, w = nbx.empty(M, 1024, dtype=bf), nbx.empty(8192, 1024, dtype=bf)
         call = lambda: F.linear(x, w)  # noqa: E731
     for name, settings in variants:
         got = _launches(monkeypatch, call, op, {**base, **settings})
@@ -132,7 +133,7 @@ def test_every_variant_compiles_for_sm90(monkeypatch, phase):
         kernel, grid, args, meta = got[0]
         for k, v in settings.items():
             if k in meta:
-                assert meta[k] == v, (phase, name, k)
+                assert meta[k] == (bool(v) if k == "PERSIST" else v), (phase, name, k)
         _compile(kernel, args, meta)
 
 

@@ -470,6 +470,34 @@ def test_gemv_settings(settings, device):
 
 
 @pytest.mark.skipif(not KERNELS, reason="the Triton kernels run under the interpreter or on a GPU")
+@pytest.mark.parametrize("settings", [dict(PERSIST=1, BLOCK_N=2, UNROLL=2), dict(PERSIST=2, BLOCK_N=4, UNROLL=1)],
+                         ids=["p1-n2-u2", "p2-n4-u1"])
+def test_gemv_persistent(monkeypatch, settings, device):
+    """PERSIST: fewer programs than row tiles (at most PERSIST per SM; the interpreter tier counts 4 SMs, a GPU its
+    own), each looping over tiles with the next chunk loaded across tile ends; programs with one tile more than
+    others, the last tile partly past N; bias, activation and a residual in each tile's epilogue. K that is not
+    whole chunks, or split-K, runs the usual grid."""
+    from nbxtensor.runtime.configs import override
+    got = []
+    real = MM.launch
+    monkeypatch.setattr(MM, "launch", lambda k, g, *a, **m: (got.append((tuple(g), m)), real(k, g, *a, **m))[1])
+    sms = MM._sm_count(-1 if nbx.device(device).type == "cpu" else nbx.device(device).index or 0)
+    bn, ch = settings["BLOCK_N"], settings.get("UNROLL", 1) * 16
+    for dt in (T.float32, T.bfloat16):
+        with override("gemv", **settings, BLOCK_K=16, target_programs=1):
+            for N, K, persists in [(bn * (sms * settings["PERSIST"] + 3) - 1, 2 * ch, True), (37, 2 * ch + 5, False)]:
+                x, w, b, r = vals((1, K), dt), vals((N, K), dt), vals((N,), dt), vals((1, N), dt)
+                got.clear()
+                MM.clear_plans()
+                y = MM.linear(make(x, dt, device), make(w, dt, device), make(b, dt, device), activation="silu",
+                              residual=make(r, dt, device))
+                assert got[-1][1]["PERSIST"] is persists and (got[-1][0][0] < -(-N // bn)) is persists, got[-1]
+                z = x.astype(np.float64) @ w.T.astype(np.float64) + b
+                assert_close(y, z / (1 + np.exp(-z)) + r, dt, K + 2, f"persist {settings} {N}x{K} {dt.name}")
+    MM.clear_plans()
+
+
+@pytest.mark.skipif(not KERNELS, reason="the Triton kernels run under the interpreter or on a GPU")
 @pytest.mark.parametrize("settings", [dict(), dict(DOT_T=True), dict(DOT_T=True, BLOCK_N=16, BLOCK_K=32)],
                          ids=["table", "dot_t", "dot_t-n16"])
 def test_gemv_rows_dot_t(settings, device):

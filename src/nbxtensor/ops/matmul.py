@@ -28,8 +28,9 @@ Kernels (Triton):
   before the first FMA) and the matching x chunk in the same layout (x is addressed as a chunk of that shape, so
   no step moves it through shared memory), and accumulates ``w * x`` summed over ``UNROLL`` into a
   (BLOCK_N, BLOCK_K) float32 tile, reduced once at the end; ``PREFETCH`` loads the next chunk before computing
-  this one; a range that is not whole chunks ends with one masked chunk. 2 <= M <= 8: ``tl.dot`` with M padded
-  to 16, either ``x @ w^T`` or (``DOT_T``) ``w @ x^T``, the weight tile as the dot's A operand. When the row
+  this one; a range that is not whole chunks ends with one masked chunk; ``PERSIST`` runs fewer programs than
+  row tiles, each looping over tiles (the next chunk loaded across tile ends). 2 <= M <= 8: ``tl.dot`` with M
+  padded to 16, either ``x @ w^T`` or (``DOT_T``) ``w @ x^T``, the weight tile as the dot's A operand. When the row
   tiles alone cannot fill the GPU (fewer than ``programs_per_sm`` per SM, :func:`split_k`), K is split across
   programs (split-K): each writes its float32 partial to a workspace, then increments a per-tile arrival
   counter; the last to arrive sums the partials **in split order 0, 1, ..., S-1** (so the result does not depend
@@ -260,7 +261,8 @@ def _split_k_finish(acc, rm, rn, M, N, MN, WS, LOCKS, lock, pid_k, NSPLIT, OUT, 
 def _gemv_kernel(X, W, OUT, C, R, WS, LOCKS, M, N, K, MN, K_SPLIT, NSPLIT,
                  sxm, sxk, swn, swk, som, son, scm, scn, srm, srn, alpha: "fp64", beta: "fp64",
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UNROLL: tl.constexpr,
-                 PREFETCH: tl.constexpr, DOT_T: tl.constexpr, EVICT_W: tl.constexpr, ACC: tl.constexpr,
+                 PREFETCH: tl.constexpr, PERSIST: tl.constexpr, DOT_T: tl.constexpr, EVICT_W: tl.constexpr,
+                 ACC: tl.constexpr,
                  PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_K: tl.constexpr, SPLIT: tl.constexpr,
                  HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, ALPHA_ONE: tl.constexpr,
                  BETA_ONE: tl.constexpr, EXACT: tl.constexpr):
@@ -291,33 +293,61 @@ def _gemv_kernel(X, W, OUT, C, R, WS, LOCKS, M, N, K, MN, K_SPLIT, NSPLIT,
         w3 = W + wn[:, None, None] * swn + koff * swk
         x3 = X + tl.broadcast_to(koff, (BLOCK_N, UNROLL, BLOCK_K)) * sxk
         acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=ACC)
-        if EVEN_K:
-            k_full = k_end
+        if PERSIST:
+            # persistent programs (grid smaller than the row tiles; K whole chunks, no split): program p takes
+            # tiles p, p + P, p + 2P, ... as one flat loop over (tile, chunk) that loads the next chunk (of this
+            # tile or of the next one) before computing the current one, so the loads run on across tile ends;
+            # each tile's epilogue runs when its last chunk is summed. Past the last tile the prefetch re-reads
+            # row N-1 (valid memory, not used).
+            nprog = tl.num_programs(0)
+            n_ch = K // CH
+            total = tl.cdiv(tl.cdiv(N, BLOCK_N) - pid_n, nprog) * n_ch
+            ar = tl.arange(0, BLOCK_N)
+            w = tl.load(w3, eviction_policy=EVICT_W)
+            x = tl.load(x3, eviction_policy="evict_last")
+            for it in range(1, total + 1):
+                t_nx = pid_n + (it // n_ch) * nprog
+                k_nx = _wide(it % n_ch) * CH
+                wn_nx = tl.minimum(t_nx * BLOCK_N + ar, N - 1).to(tl.int64)
+                w_next = tl.load(W + wn_nx[:, None, None] * swn + (koff + k_nx) * swk, eviction_policy=EVICT_W)
+                x_next = tl.load(x3 + k_nx * sxk, eviction_policy="evict_last")
+                acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
+                if it % n_ch == 0:
+                    rn_t = (pid_n + (it // n_ch - 1) * nprog) * BLOCK_N + ar
+                    _epilogue(tl.reshape(tl.sum(acc2, axis=1), (1, BLOCK_N)), rm, rn_t, M, N, OUT, som, son, C,
+                              scm, scn, R, srm, srn, alpha, beta, False, HAS_C, HAS_R, ACT, ALPHA_ONE, BETA_ONE,
+                              EXACT)
+                    acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=ACC)
+                w = w_next
+                x = x_next
         else:
-            k_full = k0 + (k_end - k0) // CH * CH
-        if PREFETCH:
-            if k0 < k_full:
-                w = tl.load(w3 + _wide(k0) * swk, eviction_policy=EVICT_W)
-                x = tl.load(x3 + _wide(k0) * sxk, eviction_policy="evict_last")
-                for kk in range(k0 + CH, k_full, CH):
-                    w_next = tl.load(w3 + _wide(kk) * swk, eviction_policy=EVICT_W)
-                    x_next = tl.load(x3 + _wide(kk) * sxk, eviction_policy="evict_last")
+            if EVEN_K:
+                k_full = k_end
+            else:
+                k_full = k0 + (k_end - k0) // CH * CH
+            if PREFETCH:
+                if k0 < k_full:
+                    w = tl.load(w3 + _wide(k0) * swk, eviction_policy=EVICT_W)
+                    x = tl.load(x3 + _wide(k0) * sxk, eviction_policy="evict_last")
+                    for kk in range(k0 + CH, k_full, CH):
+                        w_next = tl.load(w3 + _wide(kk) * swk, eviction_policy=EVICT_W)
+                        x_next = tl.load(x3 + _wide(kk) * sxk, eviction_policy="evict_last")
+                        acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
+                        w = w_next
+                        x = x_next
                     acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
-                    w = w_next
-                    x = x_next
-                acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
-        else:
-            for kk in range(k0, k_full, CH):
-                w = tl.load(w3 + _wide(kk) * swk, eviction_policy=EVICT_W)
-                x = tl.load(x3 + _wide(kk) * sxk, eviction_policy="evict_last")
-                acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
-        if not EVEN_K:  # the rest of the range (less than one chunk), masked
-            if k_full < k_end:
-                km = koff < k_end - k_full
-                w = tl.load(w3 + _wide(k_full) * swk, mask=km, other=0, eviction_policy=EVICT_W)
-                x = tl.load(x3 + _wide(k_full) * sxk, mask=km, other=0)
-                acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
-        acc = tl.reshape(tl.sum(acc2, axis=1), (1, BLOCK_N))
+            else:
+                for kk in range(k0, k_full, CH):
+                    w = tl.load(w3 + _wide(kk) * swk, eviction_policy=EVICT_W)
+                    x = tl.load(x3 + _wide(kk) * sxk, eviction_policy="evict_last")
+                    acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
+            if not EVEN_K:  # the rest of the range (less than one chunk), masked
+                if k_full < k_end:
+                    km = koff < k_end - k_full
+                    w = tl.load(w3 + _wide(k_full) * swk, mask=km, other=0, eviction_policy=EVICT_W)
+                    x = tl.load(x3 + _wide(k_full) * sxk, mask=km, other=0)
+                    acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
+            acc = tl.reshape(tl.sum(acc2, axis=1), (1, BLOCK_N))
     else:
         # 2 <= M <= MAX_M: tl.dot with M padded to BLOCK_M (>= 16). DOT_T computes the transposed product
         # (BLOCK_N, BLOCK_M) = w @ x^T, so the weight tile is the dot's A operand (Hopper's wgmma takes A tiles of
@@ -350,7 +380,7 @@ def _gemv_kernel(X, W, OUT, C, R, WS, LOCKS, M, N, K, MN, K_SPLIT, NSPLIT,
     if SPLIT:
         _split_k_finish(acc, rm, rn, M, N, MN, WS, LOCKS, pid_n, pid_k, NSPLIT, OUT, som, son, C, scm, scn, R, srm,
                         srn, alpha, beta, HAS_C, HAS_R, ACT, ALPHA_ONE, BETA_ONE, EXACT)
-    else:
+    elif not PERSIST:
         _epilogue(acc, rm, rn, M, N, OUT, som, son, C, scm, scn, R, srm, srn, alpha, beta, False, HAS_C, HAS_R,
                   ACT, ALPHA_ONE, BETA_ONE, EXACT)
 
@@ -456,7 +486,9 @@ def _launch_gemv(x: Tensor, w: Tensor, out: Tensor, c, r, alpha, beta, act, cfg:
     at least 16), ``UNROLL`` (M = 1: sub-tiles loaded per step, 1/2/4), ``PREFETCH`` (M = 1: load the next step
     before computing this one), ``DOT_T`` (M >= 2: the weight tile as the dot's A operand), ``EVICT_W`` (L2
     policy of the weight loads: "" or "evict_first"), ``programs_per_sm``/``target_programs`` and ``MIN_K_SPLIT``
-    (split-K, :func:`split_k`), ``num_warps``, ``num_stages``.
+    (split-K, :func:`split_k`), ``PERSIST`` (M = 1, no split-K, K a whole number of chunks: at most this many
+    programs per SM, each looping over row tiles with the next chunk loaded across tile ends; 0, the default,
+    one program per tile), ``num_warps``, ``num_stages``.
     """
     M, K = x.shape
     N = w.shape[0]
@@ -473,12 +505,17 @@ def _launch_gemv(x: Tensor, w: Tensor, out: Tensor, c, r, alpha, beta, act, cfg:
     even = K % ch == 0 and (not use_split or k_split % ch == 0)
     ws = new_empty((split * M * N,), T.float64 if dt is T.float64 else T.float32, dev) if use_split else out
     locks = _locks(dev, n_tiles) if use_split else out
-    _launch(_gemv_kernel, (n_tiles, split),
+    per_sm = int(cfg.get("PERSIST", 0)) if M == 1 and not use_split and K > 0 and K % ch == 0 else 0
+    grid0 = n_tiles
+    if per_sm > 0:  # persistent programs: at most per_sm per SM, each looping over row tiles
+        grid0 = min(n_tiles, per_sm * _sm_count(-1 if dev.type == "cpu" else dev.index or 0))
+        per_sm = per_sm if grid0 < n_tiles else 0
+    _launch(_gemv_kernel, (grid0 if per_sm else n_tiles, split),
             (x, w, out, c if c is not None else out, r if r is not None else out, ws, locks, M, N, K, M * N,
              k_split, split, x.stride(0), x.stride(1), w.stride(0), w.stride(1), out.stride(0), out.stride(1),
              *_strides2(c), *_strides2(r), _f64(alpha), _f64(beta)),
             dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UNROLL=unroll, PREFETCH=bool(cfg.get("PREFETCH", False)),
-                 DOT_T=bool(cfg.get("DOT_T", False)), EVICT_W=str(cfg.get("EVICT_W", "")), ACC=_acc_dtype(dt),
+                 PERSIST=per_sm > 0, DOT_T=bool(cfg.get("DOT_T", False)), EVICT_W=str(cfg.get("EVICT_W", "")), ACC=_acc_dtype(dt),
                  PRECISION=_precision(dt), UPCAST=interpreting() and dt.itemsize == 2, EVEN_K=even, SPLIT=use_split,
                  HAS_C=c is not None, HAS_R=r is not None, ACT=_ACT_CODE[act], ALPHA_ONE=alpha == 1,
                  BETA_ONE=beta == 1, EXACT=interpreting(), num_warps=cfg.get("num_warps", 4),
