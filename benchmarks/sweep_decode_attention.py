@@ -90,24 +90,27 @@ def _v(name, **s):
 #   cross-warp reductions (shared memory + barriers) per key tile goes (table kernel: 23 -> 20 BAR.SYNC, 96 regs);
 # - fuse_combine=N: with 2..N splits the split kernel's last program per (sequence, kv head) combines the partials
 #   in split order (an arrival counter, as ops/matmul.py's split-K) and the combine launch goes (the benchmark's
-#   b64-4k/b32-8k/b8-32k have 5/9/32 splits; batch 1 has 128: left to the combine kernel);
+#   b64-4k/b32-8k/b8-32k have 5/9/32 splits; batch 1 has 128: left to the combine kernel). The combine runs at
+#   the kernel's end, so it loads all splits at once (one block of up to fuse_block_s=32): maxnreg=96 keeps the
+#   4-warp kernel at its 96 registers (5 programs per SM; without it the 32-split combine takes 126-240 and
+#   costs a program per SM; with it no spills);
 # - num_warps=1: one warp owns the 16 query rows and the keys of a tile, so the softmax needs no cross-warp
 #   reduction at all (BLOCK_N 16, 4 stages: 138 regs, 28 KB of shared memory, 7 programs per SM).
 KERNEL_VARIANTS = [
     _v("table"),
-    _v("fuse32", fuse_combine=32),
-    _v("fuse32 lazy", fuse_combine=32, lazy_rowsum=True),
+    _v("fuse32", fuse_combine=32, maxnreg=96),
+    _v("fuse32 lazy", fuse_combine=32, lazy_rowsum=True, maxnreg=96),
     _v("lazy", lazy_rowsum=True),
     _v("w1 n16 s4 fuse32 lazy", num_warps=1, BLOCK_N=16, num_stages=4, lazy_rowsum=True, fuse_combine=32,
-       fuse_block_s=4, split_rule="waves", target_programs=924, min_chunk=128, max_splits=256),
+       split_rule="waves", target_programs=924, min_chunk=128, max_splits=256),
     _v("w1 n16 s3 fuse32 lazy", num_warps=1, BLOCK_N=16, num_stages=3, lazy_rowsum=True, fuse_combine=32,
-       fuse_block_s=4, split_rule="waves", target_programs=1188, min_chunk=128, max_splits=256),
+       split_rule="waves", target_programs=1188, min_chunk=128, max_splits=256),
     _v("n64 s3 fuse32 lazy", BLOCK_N=64, num_stages=3, lazy_rowsum=True, fuse_combine=32),
     _v("w2 n32 s3 fuse32 lazy", num_warps=2, BLOCK_N=32, num_stages=3, lazy_rowsum=True, fuse_combine=32,
        split_rule="waves", target_programs=660, min_chunk=128),
     _v("tma n64 s3 fuse32 lazy", BLOCK_N=64, num_stages=3, TMA=True, lazy_rowsum=True, fuse_combine=32),
-    _v("waves5 fuse32 lazy", lazy_rowsum=True, fuse_combine=32, split_rule="waves", target_programs=660,
-       min_chunk=128),
+    _v("waves5 fuse32 lazy", lazy_rowsum=True, fuse_combine=32, maxnreg=96, split_rule="waves",
+       target_programs=660, min_chunk=128),
     _v("tma n64 w4 s3", TMA=True),
     _v("wg64 tma n64 s2", min_block_h=64, BLOCK_N=64, num_warps=4, num_stages=2, TMA=True),
     _v("n64 w4 s2", BLOCK_N=64, num_warps=4, num_stages=2),

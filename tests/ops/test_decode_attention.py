@@ -333,12 +333,15 @@ def _compile_launch_sm90(kernel, args, meta):
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
 
 
-@pytest.mark.parametrize("settings", [dict(fuse_combine=32, lazy_rowsum=True),
-                                      dict(fuse_combine=32, lazy_rowsum=True, num_warps=1, BLOCK_N=16, num_stages=4,
-                                           fuse_block_s=4)], ids=["w4", "w1"])
-def test_fused_kernels_compile_for_sm90(settings, monkeypatch):
+@pytest.mark.parametrize("settings,B,ctx", [
+    (dict(fuse_combine=32, lazy_rowsum=True), 64, 4096),
+    (dict(fuse_combine=32, lazy_rowsum=True, maxnreg=96), 8, 32768),
+    (dict(fuse_combine=32, lazy_rowsum=True, num_warps=1, BLOCK_N=16, num_stages=4, fuse_block_s=4), 64, 4096)],
+    ids=["w4-b64-4k", "w4-b8-32k-maxnreg96", "w1-loop"])
+def test_fused_kernels_compile_for_sm90(settings, B, ctx, monkeypatch):
     """The sweep's fused / lazy variants of the bf16 head-dim-128 split kernel compile for sm_90 (Triton's real
-    compiler and ptxas; no GPU) on the benchmark's b64-4k shape (5 splits, fused), with the key and value tiles
+    compiler and ptxas; no GPU) on the benchmark's b64-4k (5 splits: the one-block combine) and b8-32k (32 splits
+    under a 96-register cap) shapes and with the looping combine (fuse_block_s=4), with the key and value tiles
     loaded by 128-bit ``cp.async`` into a multi-stage pipeline, and no register spills (no local-memory
     stores)."""
     from nbxtensor.runtime.launcher import interpreting
@@ -350,7 +353,7 @@ def test_fused_kernels_compile_for_sm90(settings, monkeypatch):
     monkeypatch.setattr(configs, "arch_of", lambda device: "sm90")
     got = []
     monkeypatch.setattr(D, "launch", lambda kernel, grid, *args, **meta: got.append((kernel, grid, args, meta)))
-    B, Hq, hkv, ctx, E = 64, 32, 4, 4096, 128
+    Hq, hkv, E = 32, 4, 128
     q, out = nbx.empty(B, Hq, E, dtype=nbx.bfloat16), nbx.empty(B, Hq, E, dtype=nbx.bfloat16)
     k, v = nbx.empty(B, hkv, ctx, E, dtype=nbx.bfloat16), nbx.empty(B, hkv, ctx, E, dtype=nbx.bfloat16)
     with override("decode_attention", **settings):
@@ -358,6 +361,7 @@ def test_fused_kernels_compile_for_sm90(settings, monkeypatch):
     assert [g[0].__name__ for g in got] == ["_decode_split_kernel"], "fused: one launch"
     kernel, grid, args, meta = got[0]
     assert meta["FUSE"] and meta["LAZY_L"] and grid[1] > 1
+    assert meta["FUSE_ONE"] == ("fuse_block_s" not in settings)
     c = _compile_launch_sm90(kernel, args, meta)
     ptx, sass = c.asm["ptx"], c.asm.get("sass", "")
     assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]*\], \[[^]]*\], 0x10", ptx), "16-byte cp.async"

@@ -181,15 +181,36 @@ _SPLIT_SIZES = ["Hq", "Hkv", "GROUP", "HBLK", "cap", "num_pages", "NS", "min_chu
 
 @jit
 def _fused_combine(WS, out_ptrs, rows, g_ok, active, EV, moff, loff, syd, BLOCK_H: tl.constexpr,
-                   BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr, CDV: tl.constexpr, ACC: tl.constexpr):
+                   BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr, CDV: tl.constexpr, ACC: tl.constexpr,
+                   ONE: tl.constexpr):
     """The split kernel's own combine (``FUSE``), run by the last program of a (sequence, kv head, head block)
     to finish: the partials of its ``BLOCK_H`` query rows (workspace rows ``rows = (b * Hq + h) * NS``, output
     row pointers ``out_ptrs``) over the ``active`` splits, as :func:`_decode_combine_kernel` combines them
     (``out = sum_s w_s acc_s / sum_s w_s l_s``, ``w_s = exp2(m_s - max_s m_s)``) but for all rows at once,
     ``BLOCK_S`` splits and ``CDV`` output columns per step. The order of the sums is fixed (split blocks in index
     order, fixed reduction trees), so the bits do not depend on which program arrived last. The workspace is read
-    with ``.cg`` (from L2: programs on other SMs wrote it)."""
+    with ``.cg`` (from L2: programs on other SMs wrote it).
+
+    ``ONE``: every split fits one ``BLOCK_S`` block: no loops, so every load can be in flight at once (this runs
+    at the end of the kernel, where its latency is the kernel's)."""
     offs_s = tl.arange(0, BLOCK_S)
+    if ONE:
+        ok = g_ok[:, None] & (offs_s < active)[None, :]
+        m = tl.load(WS + moff + rows[:, None] + offs_s[None, :], mask=ok, other=float("-inf"), cache_modifier=".cg")
+        lw = tl.load(WS + loff + rows[:, None] + offs_s[None, :], mask=ok, other=0.0, cache_modifier=".cg")
+        mx = nan_max_fast(m, 1)
+        w = tl.math.exp2(m - tl.where(mx == float("-inf"), 0.0, mx)[:, None])
+        total = tl.sum(w * lw, 1)
+        total = tl.where(total == 0.0, 1.0, total)
+        for c in tl.static_range(BLOCK_DV // CDV):
+            offs_dv = c * CDV + tl.arange(0, CDV)
+            dv_ok = offs_dv < EV
+            o = tl.load(WS + (rows[:, None, None] + offs_s[None, :, None]) * EV + offs_dv[None, None, :],
+                        mask=ok[:, :, None] & dv_ok[None, None, :], other=0.0, cache_modifier=".cg")
+            out = div_rn(tl.sum(w[:, :, None] * o, 1), total[:, None])
+            tl.store(out_ptrs[:, None] + offs_dv[None, :].to(tl.int64) * syd,
+                     convert(out, out_ptrs.dtype.element_ty), mask=g_ok[:, None] & dv_ok[None, :])
+        return
     mmax = tl.full([BLOCK_H, BLOCK_S], float("-inf"), ACC)
     for s0 in range(0, active, BLOCK_S):
         s = s0 + offs_s
@@ -232,7 +253,8 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
                          TMA: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                          BLOCK_DV: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
                          IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, LAZY_L: tl.constexpr = False,
-                         FUSE: tl.constexpr = False, FUSE_S: tl.constexpr = 8, FUSE_DV: tl.constexpr = 32):
+                         FUSE: tl.constexpr = False, FUSE_S: tl.constexpr = 8, FUSE_DV: tl.constexpr = 32,
+                         FUSE_ONE: tl.constexpr = False):
     """Partial attention of one split of the keys of one (sequence, kv head, block of its query heads).
 
     Grid ``(B * Hkv * HBLK, NS)``. The split's keys are ``[split * chunk, min((split + 1) * chunk, n_b))`` with
@@ -320,7 +342,7 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
             if arrived == NS - 1:
                 active = tl.cdiv(n_b, chunk)
                 _fused_combine(WS, O + b * syb + h * syh, (b * Hq + h) * NS, g_ok, active, EV, moff, loff, syd,
-                               BLOCK_H, FUSE_S, BLOCK_DV, FUSE_DV, ACC)
+                               BLOCK_H, FUSE_S, BLOCK_DV, FUSE_DV, ACC, FUSE_ONE)
                 tl.atomic_xchg(LOCKS + pid, 0)
 
 
@@ -529,12 +551,17 @@ def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor
     # when there are 2..fuse_combine splits (0: never); lazy_rowsum: the row sums of p are reduced once per split
     p.fuse = not p.direct and splits <= int(cfg.get("fuse_combine", 0))
     p.locks = B * hkv * hblk if p.fuse else 0
+    # the fused combine's tiles [BLOCK_H, fs, fdv]: all splits in one block when they fit fuse_block_s (default
+    # 32), and columns per step so that a tile is ~32 floats per thread (fuse_dv overrides)
+    fs = min(_pow2(splits, 1), _pow2(int(cfg.get("fuse_block_s", 32)), 1))
+    nw = int(cfg.get("num_warps", 4))
+    fdv = cfg.get("fuse_dv") or max(1, 32 * 32 * nw // (block_h * fs))
+    fdv = min(bdv, 1 << (max(1, int(fdv)).bit_length() - 1))  # a power of two, at most the padded value dim
     p.meta = dict(HAS_LENS=lens is not None, PAGED=paged, PAGE=page, DIRECT=p.direct, TMA=p.tma, BLOCK_H=block_h,
                   BLOCK_N=cfg["BLOCK_N"], BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **dk,
-                  LAZY_L=bool(cfg.get("lazy_rowsum", False)), FUSE=p.fuse,
-                  FUSE_S=min(_pow2(splits, 1), _pow2(int(cfg.get("fuse_block_s", 8)), 1)),
-                  FUSE_DV=min(bdv, _pow2(int(cfg.get("fuse_dv", 32)), 1)),
-                  **{o: cfg[o] for o in ("num_warps", "num_stages") if o in cfg})
+                  LAZY_L=bool(cfg.get("lazy_rowsum", False)), FUSE=p.fuse, FUSE_S=fs, FUSE_DV=fdv,
+                  FUSE_ONE=_pow2(splits, 1) <= fs,
+                  **{o: cfg[o] for o in ("num_warps", "num_stages", "maxnreg") if o in cfg})
     p.meta_ptr = {**p.meta, "TMA": False}  # a launch whose key or value base is not 16-byte aligned
     cdv = min(bdv, _pow2(cfg.get("combine_dv", bdv)))
     p.cgrid = (B * Hq, -(-EV // cdv))
