@@ -185,7 +185,8 @@ def test_group_and_batch_norm_semantics(device):
 # layer_norm/rms_norm rows that fit one tile, load weight and bias once.
 _SWEEP_SETTINGS = [dict(programs_per_sm=1, LOOP_STAGES=3, EVICT="evict_last", EVICT2="evict_first"),
                    dict(BLOCK_M=1, programs_per_sm=2), dict(LOOP_STAGES=2, EVICT2="evict_first"),
-                   dict(HOIST_PARAMS=True)]
+                   dict(HOIST_PARAMS=True), dict(LANE_STATS=True),
+                   dict(LANE_STATS=True, programs_per_sm=1, LOOP_STAGES=2)]
 
 
 @pytest.mark.parametrize("settings", _SWEEP_SETTINGS, ids=[str(i) for i in range(len(_SWEEP_SETTINGS))])
@@ -213,6 +214,109 @@ def test_sweep_settings_keep_results(settings, device):
                        what=f"group_norm[{settings}]")
 
 
+@pytest.mark.parametrize("settings", [dict(EVEN=True), dict(EVEN=True, programs_per_sm=1, LOOP_STAGES=2)],
+                         ids=["even", "even-persistent"])
+@pytest.mark.parametrize("dtn", ["float16", "float32"])
+def test_even_rows_keep_results(settings, dtn, device):
+    """benchmarks/sweep_rows.py's unmasked one-tile rows (EVEN) on rows of exactly one tile, with the issue's
+    rows: [40000, 40001, 40002, 40003, ...] (layer_norm, cancellation) and float16 [300, -300, 100, 0, ...]
+    (rms_norm, squares beyond float16's range); the plan takes EVEN only where the tile is exact."""
+    from nbxtensor.ops import norm as N
+    from nbxtensor.runtime.configs import override
+    tile = H.block(device, "norm_rows", "BLOCK_N")
+    dt = T.dtype_from(dtn)
+    rng = np.random.default_rng(21)
+    a = (rng.standard_normal((8, tile)) * 3).astype(np.float32)
+    a[0] = 40000.0 + np.arange(tile) % 4
+    a[1] = np.resize([300.0, -300.0, 100.0, 0.0], tile)
+    a[2] = 7.0  # constant: exactly 0
+    a = a.astype(dt.numpy)
+    w = rng.standard_normal(tile).astype(dt.numpy)
+    b = rng.standard_normal(tile).astype(dt.numpy)
+    x, wt, bt = (nbx.from_numpy(v).to(device) for v in (a, w, b))
+    N._ROWS_PLANS.clear()
+    with override("norm_rows", **settings):
+        for name, args in (("layer_norm", (wt, bt)), ("rms_norm", (wt,)), ("layer_norm", ())):
+            rec = registry.get(name)
+            res = rec.extra["function"](x, [tile], *args)
+            exp = rec.oracle(a, [tile], *[H.host(t) for t in args])
+            H.assert_close(H.host(res), H.expected_as(exp, dt), dt, reduced=tile, what=f"{name}[{settings}, {dtn}]")
+        assert (H.host(F.layer_norm(x, [tile])).astype(np.float32)[2] == 0).all()
+        # a masked tail: no EVEN (rows without the 40000 offset, whose float32 mean of an odd count is inexact)
+        odd = F.layer_norm(nbx.from_numpy(a[2:, :-1].copy()).to(device), [tile - 1])
+        H.assert_close(H.host(odd), H.expected_as(registry.get("layer_norm").oracle(a[2:, :-1], [tile - 1]), dt), dt,
+                       reduced=tile, what=f"layer_norm[{settings}, masked tail]")
+    if device == "cpu" and H.GPU is False and _interpreting():
+        evens = {kw["ONE_TILE"] and kw["EVEN"] for _, _, kw, _ in N._ROWS_PLANS.values()}
+        assert evens == {True, False}  # exact tiles took it, the tail did not
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the NumPy oracle meets the NaN and inf rows
+@pytest.mark.parametrize("dtn", ["float16", "float32"])
+def test_lane_stats_long_rows_stay_stable(dtn, device):
+    """LANE_STATS (looped rows: per-lane Welford of x - x[row, 0], one cross-lane combination) on the issue's
+    rows over several tiles: 40000 + [0, 1, 2, 3] repeated (float32: cancellation in E[x^2] - E[x]^2; the shift
+    keeps the lanes' means exact), a constant row (exactly 0), a NaN and an inf (NaN rows, as PyTorch), rows with
+    a masked tail, and group_norm's looped rows."""
+    from nbxtensor.runtime.configs import override
+    tile = H.block(device, "norm_rows", "BLOCK_N")
+    dt = T.dtype_from(dtn)
+    rng = np.random.default_rng(17)
+    for n in (tile * 3, tile * 2 + 4):  # a masked tail; n % 4 == 0 keeps the offset rows' mean exact in float32
+        a = (rng.standard_normal((6, n)) * 2 + 3).astype(np.float32)
+        if dt is T.float32:
+            a[0] = 40000.0 + np.arange(n) % 4
+        else:
+            a[0] = 1000.0 + np.arange(n) % 4  # float16: 40000 + 3 is not representable
+        a[1] = 7.0
+        a[2, n // 2] = np.nan
+        a[3, 5] = np.inf
+        a = a.astype(dt.numpy)
+        x = nbx.from_numpy(a).to(device)
+        with override("norm_rows", LANE_STATS=True):
+            for name in ("layer_norm", "rms_norm"):
+                rec = registry.get(name)
+                res = rec.extra["function"](x, [n])
+                H.assert_close(H.host(res), H.expected_as(rec.oracle(a, [n]), dt), dt, reduced=n,
+                               what=f"{name}[LANE_STATS, {dtn}, {n}]")
+            assert (H.host(F.layer_norm(x, [n])).astype(np.float32)[1] == 0).all()
+    g = (rng.standard_normal((2, 4, tile // 2 + 3)) * 3 + 50).astype(dt.numpy)
+    with override("norm_rows", LANE_STATS=True):
+        res = F.group_norm(nbx.from_numpy(g).to(device), 2)
+    H.assert_close(H.host(res), H.expected_as(registry.get("group_norm").oracle(g, 2), dt), dt,
+                   reduced=g[0].size // 2, what=f"group_norm[LANE_STATS, {dtn}]")
+
+
+def _interpreting() -> bool:
+    from nbxtensor.runtime.launcher import interpreting
+    return interpreting()
+
+
+_BN_SETTINGS = [dict(HW_CVT=True, FMA=True, EVEN=True), dict(FMA=True, EVEN=True, LOOP_STAGES=3),
+                dict(BLOCK_M=1, BLOCK_S=16, FMA=True, EVEN=True, EVICT="evict_first")]
+
+
+@pytest.mark.parametrize("settings", _BN_SETTINGS, ids=[str(i) for i in range(len(_BN_SETTINGS))])
+@pytest.mark.parametrize("dtn", ["bfloat16", "float32"])
+def test_batch_norm_variants_keep_results(settings, dtn, device):
+    """benchmarks/sweep_rows.py's batch_norm settings (x * scale + shift, unmasked rows where the tile divides,
+    pipelined loop, eviction policy; HW_CVT is the compiled tiers' rounding and a no-op under the interpreter)
+    against the oracle, on a spatial size the tile divides and on one it does not."""
+    from nbxtensor.runtime.configs import override
+    dt = T.dtype_from(dtn)
+    rng = np.random.default_rng(4)
+    with override("batch_norm", **settings):
+        for shape in ((2, 3, 4, 8), (3, 5, 7)):
+            a = (rng.standard_normal(shape) * 2 + 1).astype(dt.numpy)
+            c = shape[1]
+            rm, rv = rng.standard_normal(c).astype(np.float32), rng.uniform(0.5, 2.0, c).astype(np.float32)
+            w, b = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+            ts = [nbx.from_numpy(v).to(device) for v in (a, rm, rv, w, b)]
+            res = F.batch_norm(ts[0], ts[1], ts[2], ts[3], ts[4], False, 0.1, 1e-5)
+            exp = registry.get("batch_norm").oracle(a, rm, rv, w, b, eps=1e-5)
+            H.assert_close(H.host(res), H.expected_as(exp, dt), dt, what=f"batch_norm[{settings}, {shape}]")
+
+
 def test_records_are_whole():
     for rec in RECS:
         assert rec.cpu and rec.triton and rec.oracle and rec.extra["errors"], rec.name
@@ -234,7 +338,7 @@ def test_kernels_compile_for_sm90(xt, wt, rms, one_tile):
     acc = tl.float64 if xt == "*fp64" else tl.float32
     types = {"x_ptr": xt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "N": "i32", "G": "i32", "CPG": "i32",
              "HW": "i32", "eps": "fp32", "NBLK": "i32"}
-    loop = dict(LOOP_STAGES=None, ROW_STAGES=None, EVICT="", EVICT2="", HW_CVT=True)
+    loop = dict(LOOP_STAGES=None, ROW_STAGES=None, EVICT="", EVICT2="", HW_CVT=True, EVEN=False, LANE_STATS=False)
     for grouped in ((False, True) if not one_tile and not rms else (False,)):
         H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=one_tile,
                                                         GROUPED=grouped, SHARED=False, ACC=acc, BLOCK_M=1,
@@ -247,10 +351,28 @@ def test_kernels_compile_for_sm90(xt, wt, rms, one_tile):
     H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=one_tile,
                                                     GROUPED=False, SHARED=one_tile, ACC=acc, BLOCK_M=2, BLOCK_N=4096,
                                                     **tuned), num_warps=8)
+    if not one_tile:  # sweep_rows.py's per-lane statistics on the looped path (LANE_STATS): no barrier there
+        for grouped in ((False, True) if not rms else (False,)):
+            H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=False,
+                                                            GROUPED=grouped, SHARED=False, ACC=acc, BLOCK_M=1,
+                                                            BLOCK_N=8192, **dict(loop, LANE_STATS=True,
+                                                                                 LOOP_STAGES=3)), num_warps=16)
+    if one_tile:  # sweep_rows.py's unmasked one-tile rows (EVEN)
+        even = H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=True,
+                                                               GROUPED=False, SHARED=True, ACC=acc, BLOCK_M=1,
+                                                               BLOCK_N=8192, **dict(loop, EVEN=True)), num_warps=8)
+        assert even.asm["cubin"]
     if not rms and one_tile:
         types = {"x_ptr": xt, "rm_ptr": wt, "rv_ptr": wt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "S": "i32",
                  "C": "i32", "eps": "fp32"}
-        H.compile_sm90(N._batch_norm_kernel, types, dict(HAS_W=True, HAS_B=True, ACC=acc, BLOCK_M=4, BLOCK_S=1024))
+        plain = dict(HW_CVT=False, FMA=False, EVEN=False, LOOP_STAGES=None, EVICT="")
+        H.compile_sm90(N._batch_norm_kernel, types, dict(HAS_W=True, HAS_B=True, ACC=acc, BLOCK_M=4, BLOCK_S=1024,
+                                                         **plain))
+        # sweep_rows.py's variants: hardware bf16 rounding, one FFMA per element, unmasked, pipelined
+        fast = H.compile_sm90(N._batch_norm_kernel, types, dict(HAS_W=True, HAS_B=True, ACC=acc, BLOCK_M=4,
+                                                                BLOCK_S=1024, **dict(plain, HW_CVT=True, FMA=True,
+                                                                                     EVEN=True, LOOP_STAGES=3)))
+        assert "cvt.rn.bf16x2.f32" in fast.asm["ptx"] or "cvt.rn.bf16.f32" in fast.asm["ptx"]
 
 
 def test_a_norm_signature_that_passed_its_checks_is_not_rechecked_but_others_are():

@@ -179,6 +179,47 @@ def test_sweep_settings_keep_results(op, settings, device):
                 _check(registry.get(name), a, nbx.from_numpy(a).to(device), {"dim": dim}, f"{name}[{settings}, {n}]")
 
 
+_ONE_TILE_VARIANTS = [dict(EVEN=True), dict(EXP_OUT=1), dict(EVEN=True, EXP_OUT=2, RCP=True),
+                      dict(EVEN=True, EXP_OUT=2, RCP=True, programs_per_sm=1, LOOP_STAGES=2)]
+
+
+@pytest.mark.parametrize("settings", _ONE_TILE_VARIANTS, ids=[str(i) for i in range(len(_ONE_TILE_VARIANTS))])
+@pytest.mark.parametrize("dtn", ["float32", "bfloat16"])
+def test_one_tile_variants_keep_results(settings, dtn, device):
+    """benchmarks/sweep_rows.py's one-tile settings (unmasked rows, the ftz and folded exponentials, the
+    reciprocal) on rows of exactly one tile: specials (an all -inf row, +inf, NaN), logits near 1e4 (the folded
+    form's error grows with |max|: float32 results fall back to the exact shift) and a row where exponentials
+    underflow."""
+    from nbxtensor.runtime.configs import override
+    tile = H.block(device, "softmax_rows", "BLOCK_N")
+    dt = T.dtype_from(dtn)
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((8, tile)).astype(np.float32) * 3
+    a[1, :] = -np.inf
+    a[2, 1] = np.inf
+    a[3, 2] = np.nan
+    a[4] += 1.0e4
+    a[5, ::2] = -200.0
+    a = a.astype(dt.numpy)  # the values the tensor holds
+    x = nbx.from_numpy(a).to(device)
+    with override("softmax_rows", **settings):
+        for name in ("softmax", "log_softmax"):
+            _check(registry.get(name), a, x, {"dim": 1}, f"{name}[{dtn}, {settings}]")
+
+
+def test_one_tile_meta_takes_even_and_fold_only_where_they_apply():
+    from nbxtensor.ops.softmax import _one_tile_meta
+    cfg = dict(BLOCK_M=2, BLOCK_N=16, EVEN=True, EXP_OUT=2)
+    assert _one_tile_meta(cfg, True, 8, 16, T.bfloat16) == dict(EVEN=True, EXP_OUT=2)
+    assert _one_tile_meta(cfg, True, 7, 16, T.bfloat16)["EVEN"] is False     # BLOCK_M does not divide the rows
+    assert _one_tile_meta(cfg, True, 8, 15, T.float16)["EVEN"] is False      # a masked tail
+    assert _one_tile_meta(cfg, True, 8, 16, T.float32)["EXP_OUT"] == 1       # the fold: 16-bit results only
+    assert _one_tile_meta(cfg, False, 8, 64, T.bfloat16) == dict(EVEN=False, EXP_OUT=0)  # looped rows
+    assert _one_tile_meta(dict(BLOCK_M=1, BLOCK_N=16), True, 8, 16, T.bfloat16) == dict(EVEN=False, EXP_OUT=0)
+    with pytest.raises(ValueError, match="EXP_OUT"):
+        _one_tile_meta(dict(cfg, EXP_OUT=3), True, 8, 16, T.bfloat16)
+
+
 def test_functional_signature_and_methods(device):
     F = nbx.nn.functional
     x = nbx.tensor([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]], device=device)
@@ -218,8 +259,9 @@ def test_kernels_compile_for_sm90(xt, log, one_tile):
     consts = dict(LOG=log, ONE_TILE=one_tile, ACC=tl.float64 if f64 else tl.float32, RCP=not one_tile,
                   LOOP_STAGES=None, EVICT="", EVICT2="", HW_CVT=True, FTZ=not f64,
                   LOWEST=float(np.finfo(np.float64 if f64 else np.float32).min))
-    k = H.compile_sm90(SM._softmax_rows_kernel, types, dict(consts, BLOCK_M=1, BLOCK_N=8192, ROW_STAGES=None),
-                       num_warps=16)
+    rows_only = dict(EVEN=False, EXP_OUT=0)  # the rows kernel's one-tile settings (off: the table's behaviour)
+    k = H.compile_sm90(SM._softmax_rows_kernel, types, dict(consts, **rows_only, BLOCK_M=1, BLOCK_N=8192,
+                                                            ROW_STAGES=None), num_warps=16)
     if xt == "*bf16":  # HW_CVT: bfloat16 results by the hardware's round-to-nearest-even conversion
         assert "cvt.rn.bf16x2.f32" in k.asm["ptx"] or "cvt.rn.bf16.f32" in k.asm["ptx"]
     H.compile_sm90(SM._softmax_cols_kernel, types, dict(consts, BLOCK_N=32, BLOCK_I=128))
@@ -227,7 +269,12 @@ def test_kernels_compile_for_sm90(xt, log, one_tile):
     # eviction policies, division instead of the reciprocal
     if xt != "*bf16":
         return
+    if one_tile:  # sweep_rows.py's one-tile variant: unmasked, folded ftz exponential, reciprocal
+        fast = H.compile_sm90(SM._softmax_rows_kernel, types, dict(consts, RCP=True, EVEN=True, EXP_OUT=2, BLOCK_M=1,
+                                                                   BLOCK_N=8192, ROW_STAGES=None), num_warps=8)
+        ptx = fast.asm["ptx"]
+        assert "ex2.approx.ftz.f32" in ptx and ptx.count("div.rn.f32") <= 2  # one reciprocal a row, not 32
     tuned = dict(consts, RCP=one_tile, LOOP_STAGES=3, EVICT="evict_last", EVICT2="evict_first")
-    H.compile_sm90(SM._softmax_rows_kernel, types, dict(tuned, BLOCK_M=1, BLOCK_N=4096, ROW_STAGES=3 if one_tile else
-                                                        None), num_warps=8)
+    H.compile_sm90(SM._softmax_rows_kernel, types, dict(tuned, **rows_only, BLOCK_M=1, BLOCK_N=4096,
+                                                        ROW_STAGES=3 if one_tile else None), num_warps=8)
     H.compile_sm90(SM._softmax_cols_kernel, types, dict(tuned, BLOCK_N=32, BLOCK_I=128))

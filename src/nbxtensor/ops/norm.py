@@ -75,20 +75,31 @@ def _affine(y, ch, msk, w_ptr, b_ptr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, 
 def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, RMS: tl.constexpr, HAS_W: tl.constexpr,
                       HAS_B: tl.constexpr, ONE_TILE: tl.constexpr, GROUPED: tl.constexpr, SHARED: tl.constexpr,
                       ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                      ROW_STAGES: tl.constexpr, EVICT: tl.constexpr, EVICT2: tl.constexpr, HW_CVT: tl.constexpr):
+                      ROW_STAGES: tl.constexpr, EVICT: tl.constexpr, EVICT2: tl.constexpr, HW_CVT: tl.constexpr,
+                      EVEN: tl.constexpr = False, LANE_STATS: tl.constexpr = False):
     """Normalise the contiguous ``(M, N)`` input BLOCK_M rows at a time; program ``pid`` takes the row blocks
     ``pid, pid + grid, ...`` of NBLK (one each unless the grid is persistent). Element n of row r uses affine
     parameter ``(r % G) * CPG + n // HW`` (layer_norm/rms_norm: G = HW = 1). SHARED (one tile, every row uses
     parameters 0..N-1): weight and bias are loaded once per program, before the row loop, in their own dtype.
     GROUPED (group_norm with HW > 1, looped path): the output pass walks channel by channel (a scalar weight per
     row and channel), so no element needs an integer division. EVICT is the L2 policy of the statistics loads,
-    EVICT2 of the output pass's loads and of the stores; ROW_STAGES pipelines the row loop (one tile)."""
+    EVICT2 of the output pass's loads and of the stores; ROW_STAGES pipelines the row loop (one tile). EVEN (one
+    tile; the host sets it only when ``N == BLOCK_N`` and BLOCK_M divides M): no masks on the loads, the
+    deviations and the stores. LANE_STATS (looped path): the statistics pass keeps per-lane states, Welford's
+    update per element of the shifted value ``v = x - x[row, 0]`` with the tile count's reciprocal (``lm += (v -
+    lm) / k``, ``M2 += (v - lm_old) * (v - lm)``; rms_norm: per-lane sums of squares), combined across lanes once
+    per row by Chan's formula (:func:`~.reduction.welford_combine` in ``tl.reduce``), then ``mean = x[row, 0] +
+    lm``, instead of two block reductions per tile: no barrier inside the loop, Welford's stability (a constant
+    row keeps M2 = 0 exactly), and the shift keeps the lanes' means small, so offsets such as 40000 + [0, 1, 2,
+    3] are not rounded at 40000's ulp in the combination."""
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
     n_f = N * tl.full([], 1, ACC)  # N in ACC, by arithmetic (an int argument equal to 1 arrives as a constexpr)
     OUT: tl.constexpr = y_ptr.dtype.element_ty
     if SHARED:
         pmsk = (lanes < N)[None, :]
+        if EVEN:
+            pmsk = None
         if HAS_W:
             w_row = tl.load(w_ptr + lanes[None, :], mask=pmsk)
         if HAS_B:
@@ -100,13 +111,20 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
         ch0 = ((rows % G) * CPG)[:, None]
         if ONE_TILE:
             msk = row_ok[:, None] & (lanes < N)[None, :]
-            x = convert(tl.load(x_ptr + base + lanes[None, :], mask=msk, other=0.0, eviction_policy=EVICT), ACC)
+            if EVEN:
+                msk = None
+                x = convert(tl.load(x_ptr + base + lanes[None, :], eviction_policy=EVICT), ACC)
+            else:
+                x = convert(tl.load(x_ptr + base + lanes[None, :], mask=msk, other=0.0, eviction_policy=EVICT), ACC)
             if RMS:
                 r = rcp_rn(sqrt_rn(div_rn(tl.sum(x * x, 1), n_f) + eps))
                 y = x * r[:, None]
             else:
                 mean = div_rn(tl.sum(x, 1), n_f)
-                d = tl.where(msk, x - mean[:, None], 0.0)
+                if EVEN:
+                    d = x - mean[:, None]
+                else:
+                    d = tl.where(msk, x - mean[:, None], 0.0)
                 r = rcp_rn(sqrt_rn(div_rn(tl.sum(d * d, 1), n_f) + eps))
                 y = d * r[:, None]
             if SHARED:
@@ -122,11 +140,27 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
             mean = tl.zeros([BLOCK_M], ACC)
             m2 = tl.zeros([BLOCK_M], ACC)
             cnt = tl.zeros([BLOCK_M], ACC)
+            if LANE_STATS:
+                lm = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+                lq = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+                if not RMS:  # the shift: the row's first element (offsets like 40000 leave small exact deviations)
+                    k0 = convert(tl.load(x_ptr + rows * N, mask=row_ok, other=0.0), ACC)
             for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
                 n = n0 + lanes
                 msk = row_ok[:, None] & (n < N)[None, :]
                 x = convert(tl.load(x_ptr + base + n[None, :], mask=msk, other=0.0, eviction_policy=EVICT), ACC)
-                if RMS:
+                if LANE_STATS:
+                    if RMS:
+                        lq += x * x  # masked elements load 0
+                    else:
+                        # Welford per lane: every lane valid in this tile has seen k = n0 / BLOCK_N + 1 elements
+                        rk = rcp_rn(((n0 // BLOCK_N) + 1) * tl.full([], 1, ACC))
+                        xs = x - k0[:, None]
+                        delta = xs - lm
+                        lm_new = lm + delta * rk
+                        lq = tl.where(msk, lq + delta * (xs - lm_new), lq)
+                        lm = tl.where(msk, lm_new, lm)
+                elif RMS:
                     m2 += tl.sum(x * x, 1)
                 else:
                     # this tile's (mean, M2) by two passes over registers, merged with Chan's formula
@@ -134,6 +168,15 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
                     cm = div_rn(tl.sum(x, 1), tl.where(c < 1.0, 1.0, c))
                     d = tl.where(msk, x - cm[:, None], 0.0)
                     mean, m2, cnt = welford_combine(mean, m2, cnt, cm, tl.sum(d * d, 1), c)
+            if LANE_STATS:  # the lanes' states combined once per row (Chan's formula for the means and M2s)
+                if RMS:
+                    m2 = tl.sum(lq, 1)
+                else:
+                    j = tl.arange(0, BLOCK_N)
+                    lc = tl.where(j < N, (N - j + (BLOCK_N - 1)) // BLOCK_N, 0) * tl.full([], 1, ACC)
+                    lc = tl.broadcast_to(lc[None, :], [BLOCK_M, BLOCK_N])
+                    mean, m2, cnt = tl.reduce((lm, lq, lc), 1, welford_combine)
+                    mean = mean + k0
             r = rcp_rn(sqrt_rn(div_rn(m2, n_f) + eps))
             if GROUPED:
                 for ci in range(0, CPG):
@@ -169,9 +212,18 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
 
 @jit
 def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps, HAS_W: tl.constexpr,
-                       HAS_B: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
+                       HAS_B: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
+                       HW_CVT: tl.constexpr = False, FMA: tl.constexpr = False, EVEN: tl.constexpr = False,
+                       LOOP_STAGES: tl.constexpr = None, EVICT: tl.constexpr = ""):
     """``y = (x - rm[c]) * (w[c] / sqrt(rv[c] + eps)) + b[c]`` over the contiguous ``(M = N*C, S)`` view,
-    channel ``c = row % C``."""
+    channel ``c = row % C``.
+
+    Config keys (default off: the plain form above): HW_CVT, the hardware's ``cvt.rn.bf16.f32`` for bfloat16
+    results (:func:`~.reduction.out_convert`; the software conversion costs about 8 integer instructions per
+    element); FMA, ``y = x * scale + (b - rm * scale)``, one ``FFMA`` per element (PyTorch's CPU kernel's
+    ``alpha``/``beta`` form; a rounding of ``rm * scale`` differs from the subtract-first form, within the
+    dtype's tolerance); EVEN (the host sets it only when BLOCK_S divides S and BLOCK_M divides M) unmasked
+    loads and stores; LOOP_STAGES, ``cp.async`` pipelining of the loop over S; EVICT, the loads' L2 policy."""
     pid = tl.program_id(0)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
@@ -184,14 +236,23 @@ def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps,
         shift = convert(tl.load(b_ptr + c, mask=row_ok), ACC)
     else:
         shift = tl.zeros([BLOCK_M], ACC)
+    if FMA:
+        shift = shift - mean * scale
     lanes = tl.arange(0, BLOCK_S).to(tl.int64)
     base = rows[:, None] * S
-    for s0 in range(0, S, BLOCK_S):
+    OUT: tl.constexpr = y_ptr.dtype.element_ty
+    for s0 in tl.range(0, S, BLOCK_S, num_stages=LOOP_STAGES):
         s = s0 + lanes
-        msk = row_ok[:, None] & (s < S)[None, :]
-        x = convert(tl.load(x_ptr + base + s[None, :], mask=msk), ACC)
-        y = (x - mean[:, None]) * scale[:, None] + shift[:, None]
-        tl.store(y_ptr + base + s[None, :], convert(y, y_ptr.dtype.element_ty), mask=msk)
+        if EVEN:
+            msk = None
+        else:
+            msk = row_ok[:, None] & (s < S)[None, :]
+        x = convert(tl.load(x_ptr + base + s[None, :], mask=msk, eviction_policy=EVICT), ACC)
+        if FMA:
+            y = x * scale[:, None] + shift[:, None]
+        else:
+            y = (x - mean[:, None]) * scale[:, None] + shift[:, None]
+        tl.store(y_ptr + base + s[None, :], out_convert(y, OUT, HW_CVT), mask=msk)
 
 
 def _acc(d: DType) -> DType:
@@ -206,7 +267,8 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     (a persistent grid: weight and bias read once per program), ``HOIST_PARAMS`` (weight and bias loaded before
     the statistics even without a persistent grid: their latency overlaps the row's, for more registers),
     ``LOOP_STAGES`` (pipelining of the row loop on one tile, of the column loops otherwise), ``EVICT``/``EVICT2``
-    (L2 policies, see the kernel).
+    (L2 policies, see the kernel), ``EVEN`` (default off: unmasked one-tile rows where ``n == BLOCK_N`` and
+    ``BLOCK_M`` divides the rows), ``LANE_STATS`` (default off: per-lane statistics on the looped path).
 
     Grid and keywords are planned once per (dtype, rows, n, flags, device, config state)."""
     key = (x._dtype, rows, n, rms, w is None, b is None, groups, cpg, hw, x._storage.device, config_state(),
@@ -226,7 +288,11 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     nblk = cdiv(rows, cfg["BLOCK_M"])
     grid = persistent_grid(nblk, cfg, x.device)
     hoist = bool(cfg.pop("HOIST_PARAMS", False)) or grid < nblk
+    even = bool(cfg.pop("EVEN", False)) and one and n == cfg["BLOCK_N"] and rows % cfg["BLOCK_M"] == 0
+    lane_stats = bool(cfg.pop("LANE_STATS", False)) and not one
     meta = loop_meta(cfg)
+    meta["EVEN"] = even
+    meta["LANE_STATS"] = lane_stats
     meta["EVICT2"] = str(meta.get("EVICT2") or "")
     meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
     meta["HW_CVT"] = not interpreting()
@@ -245,12 +311,18 @@ _ROWS_PLANS: dict = {}
 
 def launch_batch_norm(x: Tensor, rm: Tensor, rv: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *,
                       channels: int, spatial: int, eps: float) -> None:
-    """Run ``_batch_norm_kernel`` on contiguous ``x``/``y`` seen as ``(N * channels, spatial)``."""
+    """Run ``_batch_norm_kernel`` on contiguous ``x``/``y`` seen as ``(N * channels, spatial)``; the
+    ``batch_norm`` config gives ``BLOCK_M``/``BLOCK_S``/``num_warps`` and optionally ``HW_CVT``, ``FMA``,
+    ``EVEN``, ``LOOP_STAGES``, ``EVICT`` (see the kernel; all off by default)."""
     rows = x.numel() // max(spatial, 1)
     cfg = launch_config("batch_norm", x.device, dtypes=(x.dtype,), rows=rows, cols=spatial)
+    meta = loop_meta(cfg)
+    meta["HW_CVT"] = bool(meta.get("HW_CVT", False)) and not interpreting()
+    meta["FMA"] = bool(meta.get("FMA", False))
+    meta["EVEN"] = bool(meta.get("EVEN", False)) and spatial % cfg["BLOCK_S"] == 0 and rows % cfg["BLOCK_M"] == 0
     launch_quiet(_batch_norm_kernel, (cdiv(rows, cfg["BLOCK_M"]),), x, rm, rv, w if w is not None else rm,
                  b if b is not None else rm, y, rows, spatial, channels, float(eps), HAS_W=w is not None,
-                 HAS_B=b is not None, ACC=TL_DTYPES[_acc(x.dtype).name], **cfg)
+                 HAS_B=b is not None, ACC=TL_DTYPES[_acc(x.dtype).name], **meta)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -78,6 +78,32 @@ def _exp_neg_abs(d, FTZ: tl.constexpr):
 
 
 @jit
+def _exp_shifted(x, m, MODE: tl.constexpr, ASM: tl.constexpr):
+    """``exp(x - m)`` for the one-tile path's written values (config ``EXP_OUT``; ``m`` broadcast to ``x``).
+
+    MODE 0 (default): ``tl.exp(x - m)`` (``ex2.approx.f32`` of ``(x - m) * log2(e)``; ptxas adds a range test
+    and two predicated multiplies to keep subnormal results). MODE 1: ``ex2.approx.ftz.f32`` of ``(x - m) *
+    log2(e)``, one ``MUFU.EX2``: results below ``2**-126`` (``x - m < -87.3``) flush to 0, an absolute change
+    below 1.2e-38. MODE 2: ``ex2.approx.ftz.f32`` of ``fma(x, log2(e), -m * log2(e))`` (log2(e) folded, one
+    ``FFMA`` + one ``MUFU.EX2``); its relative error grows to about ``|m| * 2**-24`` instead of ``|x - m| *
+    2**-24``, so the host takes it for 16-bit outputs only (rtol 2**-8 and more). ASM False (the interpreter,
+    float64): the same arithmetic through ``tl.exp2`` (no flush), so the interpreter tier checks the folding."""
+    if MODE == 0:
+        r = tl.exp(x - m)
+    else:
+        if MODE == 1:
+            a = (x - m) * 1.4426950408889634
+        else:
+            a = x * 1.4426950408889634 - m * 1.4426950408889634
+        if ASM:
+            r = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [a], dtype=tl.float32, is_pure=True,
+                                          pack=1)
+        else:
+            r = tl.exp2(a)
+    return r
+
+
+@jit
 def _lane_online(m, s, x, FTZ: tl.constexpr):
     """Fold one element per lane (``x``; masked lanes -inf) into the lanes' running maximum ``m`` and sum ``s``
     of ``exp(. - m)``, with one exponential per element (the online normaliser of Milakov & Gimelshein, kept
@@ -109,11 +135,13 @@ def _softmax_rows_kernel(x_ptr, y_ptr, O, N, NBLK, sxo, sxn, syo, syn, LOG: tl.c
                          RCP: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          LOOP_STAGES: tl.constexpr, ROW_STAGES: tl.constexpr, EVICT: tl.constexpr,
                          EVICT2: tl.constexpr, HW_CVT: tl.constexpr, FTZ: tl.constexpr,
-                         LOWEST: tl.constexpr):
+                         LOWEST: tl.constexpr, EVEN: tl.constexpr = False, EXP_OUT: tl.constexpr = 0):
     """softmax of ``x[o, n]`` over n (innermost), BLOCK_M rows per step; program ``pid`` takes the row blocks
     ``pid, pid + grid, ...`` of NBLK (one each unless the grid is persistent).
 
-    One tile (N <= BLOCK_N): read once, max and sum across the tile, write. Looped: pass 1 keeps per-lane
+    One tile (N <= BLOCK_N): read once, max and sum across the tile, write. EVEN (the host sets it only when
+    ``N == BLOCK_N`` and BLOCK_M divides O): no masks on the loads, the sum and the stores. EXP_OUT: the form
+    of ``exp(x - m)`` (:func:`_exp_shifted`). Looped: pass 1 keeps per-lane
     (max, sum) states (:func:`_lane_online`) combined once per row (:func:`_lanes_final`), pass 2
     re-reads and writes. EVICT is the L2 policy of pass 1's loads (``evict_last`` keeps a row in L2 for pass
     2), EVICT2 of pass 2's loads and of the stores. RCP: multiply by the IEEE reciprocal of the sum (PyTorch's
@@ -128,18 +156,27 @@ def _softmax_rows_kernel(x_ptr, y_ptr, O, N, NBLK, sxo, sxn, syo, syn, LOG: tl.c
         yrow = y_ptr + rows[:, None] * syo
         if ONE_TILE:
             msk = row_ok[:, None] & (lanes < N)[None, :]
-            x = convert(tl.load(xrow + lanes[None, :] * sxn, mask=msk, other=float("-inf"), eviction_policy=EVICT),
-                        ACC)
+            if EVEN:
+                x = convert(tl.load(xrow + lanes[None, :] * sxn, eviction_policy=EVICT), ACC)
+            else:
+                x = convert(tl.load(xrow + lanes[None, :] * sxn, mask=msk, other=float("-inf"),
+                                    eviction_policy=EVICT), ACC)
             m = nan_max_fast(x, 1)
-            e = tl.exp(x - m[:, None])  # the fast path the module docstring bounds (ex2.approx)
-            s = tl.sum(tl.where(msk, e, 0.0), 1)
+            e = _exp_shifted(x, m[:, None], EXP_OUT, HW_CVT and ACC == tl.float32)  # the fast path bounded above
+            if EVEN:
+                s = tl.sum(e, 1)
+            else:
+                s = tl.sum(tl.where(msk, e, 0.0), 1)
             if LOG:
                 y = x - m[:, None] - libdevice.log(s)[:, None]
             elif RCP:
                 y = e * rcp_rn(s)[:, None]
             else:
                 y = div_rn(e, s[:, None])
-            tl.store(yrow + lanes[None, :] * syn, out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
+            if EVEN:
+                tl.store(yrow + lanes[None, :] * syn, out_convert(y, OUT, HW_CVT), eviction_policy=EVICT2)
+            else:
+                tl.store(yrow + lanes[None, :] * syn, out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
         else:
             m = tl.full([BLOCK_M, BLOCK_N], LOWEST, ACC)
             s = tl.zeros([BLOCK_M, BLOCK_N], ACC)
@@ -223,7 +260,9 @@ def _meta(cfg: dict, one_tile: bool, acc) -> dict:
     """Launch keywords from a softmax config: the loop settings (:func:`~.reduction.loop_meta`), ``EVICT2``,
     ``RCP`` (default: multiply by the reciprocal on the looped path, divide on one tile), ``FAST_EXP`` (default
     on: :func:`_exp_sum`'s single ``ex2.approx.ftz`` in the looped path's sums, float32 on the GPU) and the
-    hardware bfloat16 conversion on compiled tiers."""
+    hardware bfloat16 conversion on compiled tiers. ``EVEN`` and ``EXP_OUT`` (default off, 0) are settled by
+    :func:`_one_tile_meta` (rows kernel) and dropped here."""
+    cfg = {k: v for k, v in cfg.items() if k not in ("EVEN", "EXP_OUT")}
     meta = loop_meta(cfg)
     meta["EVICT2"] = str(meta.get("EVICT2") or "")
     meta["RCP"] = bool(meta.get("RCP", not one_tile))
@@ -231,6 +270,18 @@ def _meta(cfg: dict, one_tile: bool, acc) -> dict:
     meta["HW_CVT"] = not interpreting()
     meta["LOWEST"] = float(np.finfo(np.float64 if acc == tl.float64 else np.float32).min)
     return meta
+
+
+def _one_tile_meta(cfg: dict, one_tile: bool, O: int, N: int, out_dtype) -> dict:
+    """The rows kernel's one-tile settings from its config: ``EVEN`` (config ``EVEN``: unmasked loads, sum and
+    stores, taken only when the row is exactly one tile and BLOCK_M divides the rows) and ``EXP_OUT`` (0, 1 or 2:
+    :func:`_exp_shifted`; 2, the folded log2(e), only for float16/bfloat16 results, else 1)."""
+    even = bool(cfg.get("EVEN", False)) and one_tile and N == cfg["BLOCK_N"] and O % cfg["BLOCK_M"] == 0
+    mode = int(cfg.get("EXP_OUT", 0)) if one_tile else 0
+    check(mode in (0, 1, 2), lambda: f"softmax: config EXP_OUT expected 0, 1 or 2, got {mode}", ValueError)
+    if mode == 2 and out_dtype not in (T.float16, T.bfloat16):
+        mode = 1
+    return dict(EVEN=even, EXP_OUT=mode)
 
 
 def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
@@ -268,6 +319,7 @@ def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
         meta = _meta(cfg, one, acc)
         # the row loop is pipelined only on one tile (the looped path pipelines its inner loops)
         meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
+        meta.update(_one_tile_meta(cfg, one, O, N, y.dtype))
         plan = (_softmax_rows_kernel, (grid,), (O, N, nblk, sxo, sxn, st[0], st[1]),
                 dict(LOG=log, ONE_TILE=one, ACC=acc, **meta))
     else:
