@@ -10,10 +10,22 @@ Rows:
   count, ``--peer-threads`` threads (default: the CPU count).
 - ``int4_gemv.NxK`` (CUDA): ``int4_linear`` of one row by a Q4_1-style packed weight (group 32, float16 scales and
   minima) through the harness's timing (L2 flushed); GB/s of packed weight + scales + minima + activations, and
-  the percent of the card's bandwidth (issue 6's target: >= 75 % of 4.8 TB/s on an H200).
+  the percent of the card's bandwidth (issue 6's target: >= 75 % of 4.8 TB/s on an H200). This single-call
+  number is the primary one.
+- ``bf16_gemv.NxK`` (CUDA): the same for ``nn.functional.linear`` of one bfloat16 row by a bfloat16 weight
+  (issue 5's target: >= 85 % of 4.8 TB/s).
+- ``int4_gemv.layer_stream[LxP]`` and ``bf16_gemv.layer_stream[LxP]`` (CUDA), a second, separate measure: a
+  decode step runs its GEMVs back to back over different weights, so the seven projections of Llama-3-8B
+  (q, k, v, o, gate, up, down) of ``--stream-layers`` layers (default 4: 545 MB packed, 1.75 GB in bfloat16,
+  well above the H200's 50 MB L2) are launched one after another between one CUDA event pair; GB/s = all their
+  bytes / that time. The launch overheads of consecutive kernels overlap there as in a decode step (a
+  single call carries its whole launch latency). Before the start event the device is kept busy (a 1 GiB fill)
+  so that the host has queued the launches before the first one starts; ``host_enqueue_us`` (the host's time to
+  issue them) above ``p50_us`` would mean the stream measured the host, and the row says ``host_bound``.
 
 Usage: ``PYTHONPATH=src python benchmarks/bench_generate.py [--device cpu|cuda] [--tokens 64] [--reps 3]
-[--dequantize] [--no-peer] [--json]``. Set ``OPENBLAS_NUM_THREADS=1`` on a busy CPU: OpenBLAS's spinning
+[--dequantize] [--no-peer] [--json] [--gemv-only] [--stream-layers 4]``; ``--gemv-only --smoke --device cpu``
+with ``NBX_TRITON_INTERPRET=1`` runs the GEMV rows on tiny shapes through the interpreter (host smoke test). Set ``OPENBLAS_NUM_THREADS=1`` on a busy CPU: OpenBLAS's spinning
 threads lose badly to other load (measured here: 20 vs 1.4-7 tokens/s).
 """
 
@@ -25,6 +37,8 @@ import os
 import statistics
 import sys
 import time
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -82,29 +96,96 @@ def bench_llama_cpp(tokens: int, reps: int, threads: int) -> dict | None:
             "prompt_tokens": len(ids), "new_tokens": tokens}
 
 
-def bench_gemv(device: str) -> list[dict]:
-    import numpy as np
+# (projection, N outputs, K inputs) of one Llama-3-8B layer; tiny ones for --smoke
+LAYER = [("q", 4096, 4096), ("k", 1024, 4096), ("v", 1024, 4096), ("o", 4096, 4096), ("gate", 14336, 4096),
+         ("up", 14336, 4096), ("down", 4096, 14336)]
+SMOKE_LAYER = [("q", 64, 128), ("k", 16, 128), ("down", 64, 256)]
+SMOKE_SHAPES = [(64, 128), (32, 256)]
+
+
+def _int4_case(nbx, device, rng, N, K):
+    """x (1, K) bfloat16, packed Q4_1-style weight (group 32), out (1, N); returns (call, bytes)."""
+    from nbxtensor.quant import int4_linear
+    q = nbx.tensor(rng.integers(0, 256, (N, K // 2), dtype=np.uint8), device=device)
+    s = nbx.tensor((rng.random((N, K // 32)) * 0.01).astype(np.float16), device=device)
+    mn = nbx.tensor((-rng.random((N, K // 32)) * 0.08).astype(np.float16), device=device)
+    x = nbx.randn(1, K, dtype=nbx.bfloat16, device=device)
+    out = nbx.empty(1, N, dtype=nbx.bfloat16, device=device)
+    return (lambda: int4_linear(x, q, s, mn, group_size=32, out=out),
+            q.nbytes + s.nbytes + mn.nbytes + x.nbytes + out.nbytes)
+
+
+def _bf16_case(nbx, device, N, K):
+    """x (1, K) and w (N, K) bfloat16, out (1, N); returns (call, bytes)."""
+    import nbxtensor.nn.functional as F
+    w = (nbx.randn(N, K, dtype=nbx.float32, device=device) * 0.02).to(nbx.bfloat16)
+    x = nbx.randn(1, K, dtype=nbx.bfloat16, device=device)
+    return (lambda: F.linear(x, w)), w.nbytes + x.nbytes + 2 * N
+
+
+def _row(name: str, times: list, nbytes: int, **extra) -> dict:
+    import harness as H
+    p20, p50, p80 = H.percentiles(times)
+    gbps = nbytes / (p50 * 1e-3) / 1e9
+    return {"row": name, "p50_us": p50 * 1e3, "p20_us": p20 * 1e3, "p80_us": p80 * 1e3, "GB/s": gbps,
+            "pct_of_4.8TB/s": 100 * gbps / 4800.0, **extra}
+
+
+def _stream(nbx, clock, sync, timing, name: str, calls: list, nbytes: int, layers: int, per_layer: int) -> dict:
+    """The ``calls`` launched back to back between one event pair (see the module docstring)."""
+    import harness as H
+    batch = lambda: [c() for c in calls]  # noqa: E731
+    times = H.run_benchmark(batch, clock, timing)
+    sync()
+    t0 = time.perf_counter()
+    batch()
+    host_us = (time.perf_counter() - t0) * 1e6
+    sync()
+    r = _row(f"{name}.layer_stream[{layers}x{per_layer}]", times, nbytes, calls=len(calls), MB=nbytes / 1e6,
+             host_enqueue_us=host_us)
+    r["per_call_us"] = r["p50_us"] / len(calls)
+    r["host_bound"] = host_us > r["p50_us"]
+    return r
+
+
+def bench_gemv(device: str, smoke: bool = False, stream_layers: int = 4, bf16: bool = True) -> list[dict]:
+    """The GEMV rows (module docstring): single calls on Llama-3-8B shapes (primary), then the layer streams.
+    ``smoke``: tiny shapes and the host clock (``--device cpu`` under the interpreter)."""
     import harness as H
     import nbxtensor as nbx
-    from nbxtensor.quant import int4_linear
-    peaks = {"gbps": 4800.0}
-    clock = H.EventClock(lambda: nbx.cuda.Event(enable_timing=True), nbx.cuda.synchronize,
-                         lambda: flush.fill_(1.0))
-    flush = nbx.empty(64 * 2 ** 20, dtype=nbx.float32, device=device)
     rng = np.random.default_rng(0)
+    if device.startswith("cuda"):
+        flush = nbx.empty(64 * 2 ** 20, dtype=nbx.float32, device=device)
+        clock = H.EventClock(lambda: nbx.cuda.Event(enable_timing=True), nbx.cuda.synchronize,
+                             lambda: flush.fill_(1.0))
+        pad = nbx.empty(2 ** 28, dtype=nbx.float32, device=device)  # 1 GiB: the device busy while launches queue
+        stream_clock = H.EventClock(lambda: nbx.cuda.Event(enable_timing=True), nbx.cuda.synchronize,
+                                    lambda: (flush.fill_(1.0), pad.fill_(0.0)))
+        sync = nbx.cuda.synchronize
+        timing = None
+    else:
+        clock = stream_clock = H.host_clock(1 << 20)
+        sync = lambda: None  # noqa: E731
+        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20)
+    shapes = SMOKE_SHAPES if smoke else GEMV_SHAPES
+    layer = SMOKE_LAYER if smoke else LAYER
     rows = []
-    for N, K in GEMV_SHAPES:
-        q = nbx.tensor(rng.integers(0, 256, (N, K // 2), dtype=np.uint8), device=device)
-        s = nbx.tensor(rng.random((N, K // 32)).astype(np.float16) * 0.01, device=device)
-        mn = nbx.tensor(-rng.random((N, K // 32)).astype(np.float16) * 0.08, device=device)
-        x = nbx.randn(1, K, dtype=nbx.bfloat16, device=device)
-        out = nbx.empty(1, N, dtype=nbx.bfloat16, device=device)
-        times = H.run_benchmark(lambda: int4_linear(x, q, s, mn, group_size=32, out=out), clock)
-        p20, p50, p80 = H.percentiles(times)
-        nbytes = q.nbytes + s.nbytes + mn.nbytes + x.nbytes + out.nbytes
-        gbps = nbytes / (p50 * 1e-3) / 1e9
-        rows.append({"row": f"int4_gemv.{N}x{K}", "p50_us": p50 * 1e3, "p20_us": p20 * 1e3, "p80_us": p80 * 1e3,
-                     "GB/s": gbps, "pct_of_4.8TB/s": 100 * gbps / peaks["gbps"]})
+    for N, K in shapes:
+        call, nbytes = _int4_case(nbx, device, rng, N, K)
+        rows.append(_row(f"int4_gemv.{N}x{K}", H.run_benchmark(call, clock, timing), nbytes))
+    if bf16:
+        for N, K in shapes:
+            call, nbytes = _bf16_case(nbx, device, N, K)
+            rows.append(_row(f"bf16_gemv.{N}x{K}", H.run_benchmark(call, clock, timing), nbytes))
+    if stream_layers > 0:
+        cases = [_int4_case(nbx, device, rng, N, K) for _ in range(stream_layers) for _, N, K in layer]
+        rows.append(_stream(nbx, stream_clock, sync, timing, "int4_gemv", [c for c, _ in cases],
+                            sum(b for _, b in cases), stream_layers, len(layer)))
+        del cases
+        if bf16:
+            cases = [_bf16_case(nbx, device, N, K) for _ in range(stream_layers) for _, N, K in layer]
+            rows.append(_stream(nbx, stream_clock, sync, timing, "bf16_gemv", [c for c, _ in cases],
+                                sum(b for _, b in cases), stream_layers, len(layer)))
     return rows
 
 
@@ -118,7 +199,11 @@ def main() -> int:
     ap.add_argument("--no-peer", action="store_true", help="skip llama.cpp")
     ap.add_argument("--peer-threads", type=int, default=os.cpu_count(), help="llama.cpp threads (default: all)")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--gemv-only", action="store_true", help="only the int4 GEMV rows (CUDA)")
+    ap.add_argument("--gemv-only", action="store_true", help="only the GEMV rows (CUDA; the cpu with --smoke)")
+    ap.add_argument("--stream-layers", type=int, default=4, help="layers of the layer-stream rows (0: none)")
+    ap.add_argument("--no-bf16", action="store_true", help="leave out the bfloat16 GEMV rows")
+    ap.add_argument("--smoke", action="store_true", help="GEMV rows on tiny shapes (with --device cpu under "
+                    "NBX_TRITON_INTERPRET=1: a host smoke test)")
     args = ap.parse_args()
     import nbxtensor as nbx
     dev = args.device or ("cuda" if nbx.cuda.is_available() else "cpu")
@@ -129,8 +214,8 @@ def main() -> int:
         r = bench_llama_cpp(args.tokens, args.reps, args.peer_threads)
         if r:
             rows.append(r)
-    if dev.startswith("cuda"):
-        rows += bench_gemv(dev)
+    if dev.startswith("cuda") or (args.smoke and args.gemv_only):
+        rows += bench_gemv(dev, smoke=args.smoke, stream_layers=args.stream_layers, bf16=not args.no_bf16)
     if args.json:
         print(json.dumps(rows))
         return 0
