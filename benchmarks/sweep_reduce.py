@@ -42,7 +42,9 @@ dividing; ``FAST_EXP`` (default on) one ``ex2.approx.ftz`` per element in softma
 ``target_programs``/``min_chunk`` when a reduction splits its reduced axis (``target_per_sm``: programs per
 SM instead); reductions' ``UNROLL`` (1, 2, 4: tiles loaded per loop iteration before folding), ``EVEN`` (unmasked
 loads where the shape allows) and ``INTERLEAVE`` (a split's super-tiles dealt round-robin, a grid-stride loop);
-``maxnreg`` a register cap. The reduce rules' launch key also has the fact ``state`` (values per lane: 1 sum and
+``maxnreg`` a register cap; ``WORDS`` all/any of 1-byte elements read as int32 words of 4 (contiguous
+reduced axis); ``VAR_SHIFT`` variances keep shifted sums per lane instead of Welford's step (ops/reduction.py,
+``_fold``). The reduce rules' launch key also has the fact ``state`` (values per lane: 1 sum and
 extrema, 2 arg-extrema/logsumexp/aminmax/nanmean, 3 var), so a rule with ``"max_state": 1`` can give the light
 kinds their own setting.
 """
@@ -86,6 +88,8 @@ VARIANTS = {
     ],
     "reduce_cols": [  # table: BLOCK_R 16, BLOCK_I 256, 8 warps, LOOP_STAGES 3, split to 1024 programs (>= 1024 rows)
         {"LOOP_STAGES": 0, "BLOCK_R": 8, "UNROLL": 4, "EVEN": True},
+        # 2 KiB of each row per program (the table reads 512 B segments), 8 rows x 16 B in flight per thread
+        {"LOOP_STAGES": 0, "BLOCK_R": 2, "BLOCK_I": 2048, "UNROLL": 4, "EVEN": True},
         {"LOOP_STAGES": 0, "BLOCK_R": 16, "UNROLL": 2, "EVEN": True},
         {"UNROLL": 2, "EVEN": True},
         {"LOOP_STAGES": 0, "BLOCK_R": 8, "UNROLL": 4, "EVEN": True, "INTERLEAVE": True},
@@ -94,6 +98,25 @@ VARIANTS = {
          "target_per_sm": 16, "min_chunk": 256},
         {"BLOCK_R": 32, "BLOCK_I": 256, "num_warps": 8},
         {"target_programs": 4096, "min_chunk": 256},
+    ],
+    # all/any of bool along dim -1 (table: the max_state 1 entry, BLOCK_R 1024, 4 warps, LOOP_STAGES 3, UNROLL 2; sm_90
+    # SASS: 8-byte cp.async per tile, one byte widened to int64 each: 119 loop instructions per 16 bytes, 7.4 per byte,
+    # ALU-bound at 47 %). WORDS reads int32 words of 4 elements (any: word != 0; all: no zero byte): with the table's
+    # tiles 128-bit cp.async, 2.2 (any) / 2.6 (all) instructions per byte; plain loads, EVEN, UNROLL 4: 0.8 / 1.4.
+    "reduce_rows (bool)": [
+        {"WORDS": True, "LOOP_STAGES": 0, "BLOCK_R": 512, "UNROLL": 4, "EVEN": True},
+        {"WORDS": True},
+        {"WORDS": True, "LOOP_STAGES": 0, "BLOCK_R": 1024, "UNROLL": 4, "EVEN": True},
+        {"WORDS": True, "LOOP_STAGES": 0, "BLOCK_R": 256, "num_warps": 2, "UNROLL": 4, "EVEN": True},
+        {"LOOP_STAGES": 0, "BLOCK_R": 2048, "UNROLL": 4, "EVEN": True},   # bytes, 16 per thread and tile
+    ],
+    # var along dim -1 (table: BLOCK_M 1, BLOCK_R 512, 2 warps, EVEN, UNROLL 4; Welford's step: 267 loop instructions
+    # per 32 elements, 76 registers, 74 %). VAR_SHIFT keeps shifted sums per lane: 137 instructions, 56 registers.
+    "reduce_rows (var)": [
+        {"VAR_SHIFT": True},
+        {"VAR_SHIFT": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2},
+        {"VAR_SHIFT": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4},
+        {"VAR_SHIFT": True, "BLOCK_R": 256, "num_warps": 1, "UNROLL": 4},
     ],
     "reduce_rows (rows=1)": [  # table: BLOCK_R 4096, 8 warps, 1024 chunks of >= 8192 (31 regs: 8 blocks/SM, 1 wave)
         {"BLOCK_R": 2048, "UNROLL": 4, "EVEN": True, "target_programs": 8192, "min_chunk": 16384},  # elementwise-like
@@ -172,7 +195,13 @@ def build_cases(nbx, smoke: bool) -> list[Case]:
                             lambda t, dim=dim: ((t[0], dim), {}), facts, sum_like))
     for fname, fn, nstate in (("var", nbx.var, 3), ("logsumexp", nbx.logsumexp, 2)):  # the heavier lane states
         out.append(Case(f"{fname} dim-1", "reduce_rows", fname, [x], lambda t, fn=fn: fn(t[0], -1),
-                        lambda t: ((t[0], -1), {}), dict(rows=rows, cols=cols, state=nstate), True))
+                        lambda t: ((t[0], -1), {}), dict(rows=rows, cols=cols, state=nstate), True,
+                        "reduce_rows (var)" if fname == "var" else None))
+    xb = H.InputSpec((rows, cols), "bool", "normal", seed=4)
+    for fname, fn in (("any", nbx.any), ("all", nbx.all)):  # 1-byte elements
+        out.append(Case(f"{fname} dim-1 bool", "reduce_rows", fname, [xb], lambda t, fn=fn: fn(t[0], -1),
+                        lambda t: ((t[0], -1), {}), dict(rows=rows, cols=cols, state=1), False,
+                        "reduce_rows (bool)"))
     for fname, fn, sum_like, nstate in (("sum", nbx.sum, True, 1), ("max", nbx.max, False, 1)):  # every element
         out.append(Case(f"{fname} all", "reduce_rows", fname, [x], lambda t, fn=fn: fn(t[0]),
                         lambda t: ((t[0],), {}), dict(rows=1, cols=rows * cols, state=nstate), sum_like,

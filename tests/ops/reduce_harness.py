@@ -235,3 +235,63 @@ def compile_sm90(fn, types: dict, constexprs: dict, num_warps: int = 4):
                        options={"num_warps": num_warps, "enable_reflect_ftz": False})
     assert k.asm.get("cubin"), "no cubin produced"
     return k
+
+
+def compile_sm90_jit(fn, kind, pre, fin, xt, acc, loadt, values: dict, extra: dict, num_warps: int):
+    """A reduction kernel (``_reduce_rows_kernel``/``_reduce_cols_kernel``) of state ``kind`` compiled for sm90
+    as Triton's JIT specializes a call at run time: pointers 16-byte aligned, int arguments equal to 1 constants
+    and those divisible by 16 marked so (``values``: their run-time values), so that contiguous loads vectorize.
+    ``extra``: constexprs over the plain loop (tile, loop settings, variant keys)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from nbxtensor.ops import reduction as R
+    ident, ident2 = R._identities(kind, nbx_dtype(acc))
+    accs = {"fp32": "fp32", "int32": "i32", "int64": "i64", "fp64": "fp64"}[str(acc).replace("float32", "fp32")
+                                                                             .replace("float64", "fp64")]
+    ws = ("*" + accs, "*i64" if kind in (R.K_ARGMAX, R.K_ARGMIN) else "*" + accs, "*" + accs)
+    y2 = "*i64" if kind in (R.K_ARGMAX, R.K_ARGMIN) else ("*bf16" if xt == "*bf16" else "*i1")
+    types = {"x_ptr": xt, "x1_ptr": xt, "x2_ptr": xt, "y_ptr": "*bf16" if xt == "*bf16" else "*i1", "y2_ptr": y2,
+             "w0_ptr": ws[0], "w1_ptr": ws[1], "w2_ptr": ws[2]}
+    consts = dict(KIND=kind, PRE=pre, FIN=fin, STAGE=0, HAS_Y=True, HAS_Y2=kind in (R.K_ARGMAX, R.K_MINMAX,
+                                                                                  R.K_WELFORD),
+                  LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None,
+                  UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False)
+    consts.update(extra)
+    sig, attrs = {}, {}
+    for i, n in enumerate(fn.arg_names):
+        if n in consts:
+            sig[n] = "constexpr"
+        elif n in types:
+            sig[n] = types[n]
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            v = values.get(n, 3)
+            sig[n] = "fp32" if n in ("p", "corr") else ("i64" if n.startswith("s") or n == "n_total" else "i32")
+            if isinstance(v, int) and v == 1:
+                sig[n], consts[n] = "constexpr", 1
+            elif isinstance(v, int) and v % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps,
+                                                                          "enable_reflect_ftz": False})
+
+
+def main_loop(sass: str) -> list:
+    """The instructions (opcode and operands) of the longest backward branch of ``sass`` (the main loop)."""
+    import re
+    ins, labels = [], {}
+    for line in sass.splitlines():
+        if "\t" in line:
+            ins.append(line.split("\t", 1)[1].strip())
+        else:
+            m = re.match(r"^(\w+):\s*$", line.strip())
+            if m:
+                labels[m.group(1)] = len(ins)
+    best = None
+    for i, line in enumerate(ins):
+        m = re.search(r"BRA\s+(\w+)", line)
+        if m and m.group(1) in labels and labels[m.group(1)] <= i and \
+                (best is None or i - labels[m.group(1)] > best[1] - best[0]):
+            best = (labels[m.group(1)], i)
+    return ins[best[0]:best[1] + 1] if best else []

@@ -411,10 +411,12 @@ def test_arg_extrema_of_integer_extremes(device):
 _SWEEP_SETTINGS = {
     "reduce_rows": [dict(LOOP_STAGES=3, EVICT="evict_first"), dict(BLOCK_M=1, BLOCK_R=8, LOOP_STAGES=2),
                     dict(BLOCK_M=1, BLOCK_R=4, UNROLL=4, EVEN=True),
-                    dict(BLOCK_M=2, BLOCK_R=4, UNROLL=2, INTERLEAVE=True, target_programs=64, min_chunk=4)],
+                    dict(BLOCK_M=2, BLOCK_R=4, UNROLL=2, INTERLEAVE=True, target_programs=64, min_chunk=4),
+                    dict(BLOCK_M=1, BLOCK_R=4, UNROLL=4, EVEN=True, VAR_SHIFT=True), dict(VAR_SHIFT=True, WORDS=True)],
     "reduce_cols": [dict(LOOP_STAGES=2, EVICT="evict_first"), dict(BLOCK_R=4, BLOCK_I=16, target_programs=16,
                                                                   min_chunk=8),
-                    dict(BLOCK_R=2, BLOCK_I=8, UNROLL=4, INTERLEAVE=True, target_per_sm=8, min_chunk=2, EVEN=True)],
+                    dict(BLOCK_R=2, BLOCK_I=8, UNROLL=4, INTERLEAVE=True, target_per_sm=8, min_chunk=2, EVEN=True),
+                    dict(BLOCK_R=2, BLOCK_I=8, UNROLL=2, VAR_SHIFT=True, target_programs=16, min_chunk=4)],
 }
 
 
@@ -445,7 +447,9 @@ def test_sweep_settings_keep_results(op, device):
 _LOOP_SETTINGS = [dict(UNROLL=2), dict(UNROLL=4, EVEN=True),
                   dict(UNROLL=4, EVEN=True, INTERLEAVE=True, target_programs=64, min_chunk=4),
                   dict(UNROLL=2, INTERLEAVE=True, target_per_sm=4, min_chunk=8),
-                  dict(UNROLL=4, EVEN=True, target_per_sm=16, min_chunk=4)]
+                  dict(UNROLL=4, EVEN=True, target_per_sm=16, min_chunk=4),
+                  dict(UNROLL=4, EVEN=True, VAR_SHIFT=True), dict(UNROLL=2, VAR_SHIFT=True, target_per_sm=4, min_chunk=8),
+                  dict(UNROLL=2, VAR_SHIFT=True, INTERLEAVE=True, target_per_sm=4, min_chunk=8)]
 
 
 @pytest.mark.parametrize("n", [128, 77])  # a multiple of every super-tile here (EVEN), and a ragged length
@@ -563,7 +567,7 @@ def test_kernels_compile_for_sm90(case, stage):
     consts = dict(KIND=kind, PRE=pre, FIN=fin, STAGE=stage, HAS_Y=True, HAS_Y2=kind in (R.K_ARGMAX, R.K_MINMAX,
                                                                                       R.K_WELFORD),
                   LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None,
-                  UNROLL=1, INTERLEAVE=False, EVEN=False)
+                  UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False)
     H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=2, BLOCK_R=2048), num_warps=8)
     H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=16, BLOCK_I=256), num_warps=8)
     if stage == 0 and kind in (R.K_SUM, R.K_ARGMAX) and xt == "*bf16":
@@ -776,3 +780,92 @@ def test_out_overrides_and_unreplayable_paths_take_the_general_path(device):
     x.sum(-1, dtype=nbx.float64)
     x.sum(-1, dtype=nbx.float64)
     assert R.plan_stats() == {"hits": 0, "plans": 1}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernel variants selectable by config keys (default off; benchmarks/sweep_reduce.py times them on the H200)
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dt", ["bool_", "uint8", "int8"])
+def test_words_all_any_match_the_byte_path(dt, device):
+    """``WORDS`` (all/any of 1-byte elements read as int32 words): the same results as byte by byte on rows of
+    every kind (all zero, all nonzero, one zero byte at each position of a word, bytes other than 0/1), on
+    layouts that take the word path (contiguous rows, one row) and those that may not (a length or an offset
+    that is not a multiple of 4, transposed)."""
+    from nbxtensor.runtime.configs import override
+    rng = np.random.default_rng(5)
+    a = (rng.integers(1, 4, (9, 40)) if dt != "bool_" else np.ones((9, 40), np.int64)).astype(np.uint8)
+    a[0] = 0
+    for k in range(4):
+        a[1 + k, 20 + k] = 0        # one zero byte, at each position within a word
+    a[5, ::3] = 0
+    a[6] = 0
+    a[6, 37] = 2 if dt != "bool_" else 1  # one nonzero byte
+    x = nbx.from_numpy(a).to(getattr(T, dt)).to(device)
+    views = [x, x[:, 1:37], x[:, :38], x[3:], x.t(), x.reshape(-1), x[2:7]]
+    for v in views:
+        for fn in (nbx.all, nbx.any):
+            for dim in ((-1, None) if v.ndim == 2 else (None,)):
+                ref = fn(v) if dim is None else fn(v, dim)
+                with override("reduce_rows", WORDS=True, BLOCK_M=1, BLOCK_R=4, UNROLL=2):
+                    got = fn(v) if dim is None else fn(v, dim)
+                np.testing.assert_array_equal(H.host(got), H.host(ref), err_msg=f"{fn.__name__} {v.shape} {dim}")
+                want = (a if v is x else H.host(v).astype(np.uint8)) != 0
+                want = want.all(dim) if fn is nbx.all else want.any(dim)
+                np.testing.assert_array_equal(H.host(got), want)
+
+
+def test_var_shift_keeps_numerics(device):
+    """``VAR_SHIFT`` (shifted sums per lane): rows with a large common offset, an outlier as the lanes' first
+    element, constant rows (0, never negative), +-inf / NaN (NaN, as Welford) agree with the float64 oracle."""
+    from nbxtensor.runtime.configs import override
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((6, 64)).astype(np.float32)
+    a[0] = 40000 + np.arange(64) % 4
+    a[1, :8] = 1e4                      # the first tile: every lane's shift an outlier
+    a[2] = 3.25
+    a[3, 9] = np.inf
+    a[4, 0] = np.nan
+    x = nbx.from_numpy(a).to(device)
+    exp = a.astype(np.float64).var(1, ddof=1)
+    for st in (dict(BLOCK_M=2, BLOCK_R=8, UNROLL=2), dict(BLOCK_M=1, BLOCK_R=8, UNROLL=4, EVEN=True),
+               dict(BLOCK_M=1, BLOCK_R=8, target_programs=32, min_chunk=8)):
+        with override("reduce_rows", VAR_SHIFT=True, **st):
+            v, m = nbx.var_mean(x, 1)
+            s = nbx.std(x, 1)
+        with override("reduce_rows", **st):   # Welford's step, the same tiles
+            ref = H.host(nbx.var(x, 1))
+        got = H.host(v)
+        # (row 0: float32 means of ~40001.5 combined across lanes cost both methods ~5e-4 of 1.27)
+        np.testing.assert_allclose(got, exp, rtol=1e-3, atol=1e-6, err_msg=str(st))
+        np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-6, err_msg=str(st))
+        assert got[2] == 0.0 and H.host(s)[2] == 0.0
+        np.testing.assert_allclose(H.host(m)[:3], a[:3].astype(np.float64).mean(1), rtol=1e-6)
+
+
+def test_variant_kernels_cut_instructions_on_sm90():
+    """Offline sm_90 evidence for the variants (compiled as the JIT specializes a contiguous bfloat16 / bool
+    32768x8192 call): ``WORDS`` reads all/any through 128-bit loads instead of 8-byte ones, and ``VAR_SHIFT``
+    halves the variance's main loop."""
+    reason = H.aot_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import triton.language as tl
+    from nbxtensor.ops import reduction as R
+
+    def loop_and_loads(kind, pre, fin, xt, acc, loadt, extra, nw, R_):
+        k = H.compile_sm90_jit(R._reduce_rows_kernel, kind, pre, fin, xt, acc, loadt,
+                               dict(O=32768, R=R_, chunk=R_, n_total=R_, sxo=R_, sxr=1, syo=1, sy2o=1), extra, nw)
+        return H.main_loop(k.asm["sass"])
+
+    tab = dict(BLOCK_M=1, BLOCK_R=1024, UNROLL=2, LOOP_STAGES=3)
+    byte = loop_and_loads(R.K_MAX, R.P_NONZERO, R.F_NONE, "*i1", tl.int32, tl.int64, tab, 4, 8192)
+    word = loop_and_loads(R.K_MAX, R.P_NONZERO, R.F_NONE, "*i32", tl.int32, tl.int32, tab, 4, 2048)
+    assert any("LDGSTS.E.64" in i for i in byte) and not any(".128" in i and "LDGSTS" in i for i in byte)
+    assert any("LDGSTS.E.BYPASS.128" in i for i in word)
+    # instructions per input byte: 16 bytes per thread and iteration before, 64 after
+    assert len(word) / 64 < 0.5 * len(byte) / 16
+    var = dict(BLOCK_M=1, BLOCK_R=512, UNROLL=4, EVEN=True)
+    welford = loop_and_loads(R.K_WELFORD, R.P_NONE, R.F_VAR, "*bf16", tl.float32, tl.float32, var, 2, 8192)
+    shifted = loop_and_loads(R.K_WELFORD, R.P_NONE, R.F_VAR, "*bf16", tl.float32, tl.float32,
+                             dict(var, VAR_SHIFT=True), 2, 8192)
+    assert sum("LDG.E.128" in i for i in shifted) == 4 and len(shifted) < 0.6 * len(welford)

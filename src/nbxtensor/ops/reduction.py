@@ -85,7 +85,7 @@ from ..runtime.configs import _OVERRIDES, launch_config
 from ..runtime.launcher import Recording, interpreting, launch, make_launch_plan, scratch
 from ..runtime.triton_compat import jit, tl
 from ..shapes import numel, wrap_dim
-from ..tensor.core import Tensor, host_view, new_empty
+from ..tensor.core import Size, Tensor, host_view, make_tensor, new_empty
 from . import dispatch, registry
 from .registry import Cost, OpRecord, register
 from .triton_helpers import (TL_DTYPES, argmax_combine, argmin_combine, convert, div_rn, ieee_options, libdevice,
@@ -215,7 +215,7 @@ def _keep_view(o: Tensor, dims, keepdim: bool, ndim: int) -> Tensor:
 # Kinds of state (constexpr KIND).
 K_SUM, K_PROD, K_MAX, K_MIN, K_ARGMAX, K_ARGMIN, K_MINMAX, K_WELFORD, K_LSE, K_NANMEAN = range(10)
 # Per-element transforms before combining (constexpr PRE; raw inputs only, never partial states).
-P_NONE, P_ABS, P_SQUARE, P_POW, P_NONZERO, P_NAN_TO_ZERO, P_NOT_NAN = range(7)
+P_NONE, P_ABS, P_SQUARE, P_POW, P_NONZERO, P_NAN_TO_ZERO, P_NOT_NAN, P_NO_ZERO_BYTE = range(8)
 # Finalisation of the combined state (constexpr FIN).
 F_NONE, F_DIV_N, F_SQRT, F_ROOT_P, F_VAR, F_STD, F_LSE, F_RATIO = range(8)
 _BIG_INDEX = 2 ** 62  # index of "no element yet": loses every tie against a real index
@@ -298,6 +298,8 @@ def _element_state(raw, idx, KIND: tl.constexpr, PRE: tl.constexpr, LOADT: tl.co
         x = tl.where(x != x, 0.0, x)
     elif PRE == 6:
         x = x == x
+    elif PRE == 7:  # an int32 word of 4 one-byte elements: 1 when none of its bytes is zero (exact bit test)
+        x = ((x - 0x01010101) & ~x & -2139062144) == 0  # -2139062144: 0x80808080 as int32
     v = x.to(ACC)
     if KIND == 4 or KIND == 5:
         b = idx
@@ -360,7 +362,8 @@ def _combine(a, b, c, va, vb, vc, m, KIND: tl.constexpr):
 
 
 @jit
-def _fold(a, b, c, va, vb, vc, m, step, KIND: tl.constexpr, STAGE: tl.constexpr, ACC: tl.constexpr):
+def _fold(a, b, c, va, vb, vc, m, step, KIND: tl.constexpr, STAGE: tl.constexpr, ACC: tl.constexpr,
+          SHIFT: tl.constexpr = False):
     """Fold this iteration's values (one per lane) into the lane states.
 
     A variance's raw elements take Welford's one-element step (mean += d / n; M2 += d * (x - mean), so an inf
@@ -373,8 +376,18 @@ def _fold(a, b, c, va, vb, vc, m, step, KIND: tl.constexpr, STAGE: tl.constexpr,
     index is rebuilt once after the loop by :func:`_lane_index`). A lane sees its elements in increasing index
     order, so a later element replaces the lane's value only when strictly better or when it is the first NaN:
     ties keep the first occurrence without comparing indices (PyTorch's rule), and a lane's initial state (the
-    identity at step 0) stands for its first element whenever no element beats it."""
-    if (KIND == 4 or KIND == 5) and STAGE != 2:
+    identity at step 0) stands for its first element whenever no element beats it.
+
+    ``SHIFT`` (config key ``VAR_SHIFT``, variances of raw elements): the lane keeps shifted sums instead of
+    Welford's step, ``a += d``, ``b += d * d`` with ``d = x - c`` and ``c`` the lane's first element (3 float
+    instructions per element instead of 6 and a reciprocal); :func:`_shifted_to_welford` turns them into
+    (mean, M2, count) after the loop. The shift is one of the lane's own elements, so the cancellation in
+    ``M2 = S2 - S1**2 / n`` loses at most about ``n`` ulp (n: the lane's element count)."""
+    if KIND == 7 and SHIFT and STAGE != 2:
+        d = va - c
+        a = tl.where(m, a + d, a)
+        b = tl.where(m, b + d * d, b)
+    elif (KIND == 4 or KIND == 5) and STAGE != 2:
         if KIND == 4:
             better = va > a
         else:
@@ -534,7 +547,8 @@ def _load_raw(ptrs, m, EVEN: tl.constexpr, OTHER: tl.constexpr, EVICT: tl.conste
 
 @jit
 def _fold_raw(a, b, c, raw, r, m, step, AXIS: tl.constexpr, KIND: tl.constexpr, PRE: tl.constexpr,
-              LOADT: tl.constexpr, ACC: tl.constexpr, p, EVEN: tl.constexpr, OTHER: tl.constexpr):
+              LOADT: tl.constexpr, ACC: tl.constexpr, p, EVEN: tl.constexpr, OTHER: tl.constexpr,
+              SHIFT: tl.constexpr = False):
     """Fold a tile of raw elements (loaded by :func:`_load_raw`) taken at loop step ``step``; ``r`` holds the
     positions along the reduced ``AXIS`` of the tile."""
     if AXIS == 1:
@@ -544,7 +558,26 @@ def _fold_raw(a, b, c, raw, r, m, step, AXIS: tl.constexpr, KIND: tl.constexpr, 
     va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
     if EVEN or OTHER is not None:
         m = tl.full(raw.shape, 1, tl.int1)
-    return _fold(a, b, c, va, vb, vc, m, step, KIND, 0, ACC)
+    return _fold(a, b, c, va, vb, vc, m, step, KIND, 0, ACC, SHIFT)
+
+
+@jit
+def _shift_init(x_ptr, off, m, LOADT: tl.constexpr, ACC: tl.constexpr):
+    """The lanes' shifts for ``VAR_SHIFT``: each lane's first element (0 where the lane has none)."""
+    return convert(tl.load(x_ptr + off, mask=m, other=0), LOADT).to(ACC)
+
+
+@jit
+def _shifted_to_welford(a, b, c, pos, end, BLOCK_R: tl.constexpr, ACC: tl.constexpr):
+    """Shifted sums (S1 ``a``, S2 ``b``, shift ``c``) of lanes at first positions ``pos`` that stepped by BLOCK_R
+    up to ``end`` (exclusive) -> Welford states (mean, M2, count); a lane with no element gets (0, 0, 0). M2 is
+    clamped at 0 (rounding can leave a tiny negative), NaN kept."""
+    n = tl.broadcast_to(tl.maximum((end - pos + (BLOCK_R - 1)) // BLOCK_R, 0).to(ACC), a.shape)
+    has = n > 0
+    q = div_rn(a, tl.where(has, n, 1.0))
+    m2 = b - a * q
+    m2 = tl.where(m2 < 0, 0.0, m2)
+    return tl.where(has, c + q, 0.0), tl.where(has, m2, 0.0), n
 
 
 @jit
@@ -554,7 +587,8 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr,
                         IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr,
                         LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr,
-                        UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False):
+                        UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False,
+                        VAR_SHIFT: tl.constexpr = False):
     """Reduce ``x[o, r]`` (offset ``o * sxo + r * sxr``) over r for BLOCK_M rows o; program axis 1 picks the
     chunk of r (one chunk unless the reduction is split).
 
@@ -582,6 +616,9 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
     n_steps = tl.zeros([], tl.int32)
     a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_M, BLOCK_R, STAGE)
     row_off = rows[:, None] * sxo
+    if VAR_SHIFT:  # (the host sets it for raw variance stages without INTERLEAVE only)
+        c = _shift_init(x_ptr, row_off + (r_lo + lanes)[None, :] * sxr,
+                        row_ok[:, None] & (r_lo + lanes < R)[None, :], LOADT, ACC)
     for r0 in tl.range(0, span, stride, num_stages=LOOP_STAGES):
         base = r_lo + r0
         if INTERLEAVE:
@@ -610,14 +647,19 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                 m3 = row_ok[:, None] & (r3 < R)[None, :]
                 raw2 = _load_raw(x_ptr + row_off + r2[None, :] * sxr, m2, EVEN, OTHER, EVICT)
                 raw3 = _load_raw(x_ptr + row_off + r3[None, :] * sxr, m3, EVEN, OTHER, EVICT)
-            a, b, c = _fold_raw(a, b, c, raw0, r0, m0, step, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+            a, b, c = _fold_raw(a, b, c, raw0, r0, m0, step, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER, VAR_SHIFT)
             if UNROLL >= 2:
-                a, b, c = _fold_raw(a, b, c, raw1, r1, m1, step + 1, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+                a, b, c = _fold_raw(a, b, c, raw1, r1, m1, step + 1, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
+                                    VAR_SHIFT)
             if UNROLL >= 4:
-                a, b, c = _fold_raw(a, b, c, raw2, r2, m2, step + 2, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
-                a, b, c = _fold_raw(a, b, c, raw3, r3, m3, step + 3, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+                a, b, c = _fold_raw(a, b, c, raw2, r2, m2, step + 2, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
+                                    VAR_SHIFT)
+                a, b, c = _fold_raw(a, b, c, raw3, r3, m3, step + 3, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
+                                    VAR_SHIFT)
     if (KIND == 4 or KIND == 5) and STAGE != 2:
         b = _lane_index(b, (r_lo + lanes)[None, :], stride, BLOCK_R, UNROLL, INTERLEAVE)
+    if VAR_SHIFT:
+        a, b, c = _shifted_to_welford(a, b, c, (r_lo + lanes)[None, :], tl.minimum(R, r_lo + chunk), BLOCK_R, ACC)
     ra, rb, rc = _lanes(a, b, c, 1, KIND)
     if STAGE == 1:
         _store_states(w0_ptr, w1_ptr, w2_ptr, rows * tl.num_programs(1) + sid, row_ok, ra, rb, rc, KIND)
@@ -636,7 +678,8 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr,
                         IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
                         LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr,
-                        UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False):
+                        UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False,
+                        VAR_SHIFT: tl.constexpr = False):
     """Reduce ``x[o, r, i]`` over r for one o and BLOCK_I consecutive i (lanes along i: coalesced when
     ``sxi == 1``); program axis 0 enumerates (o, i-block), axis 1 the chunk of r as in the rows kernel
     (``UNROLL``, ``INTERLEAVE``, ``EVEN`` likewise; ``EVEN`` also needs BLOCK_I to divide I).
@@ -663,6 +706,9 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
     n_steps = tl.zeros([], tl.int32)
     a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_R, BLOCK_I, STAGE)
     col_off = o * sxo + cols[None, :] * sxi
+    if VAR_SHIFT:
+        c = _shift_init(x_ptr, col_off + (r_lo + lanes)[:, None] * sxr, (r_lo + lanes < R)[:, None] & col_ok[None, :],
+                        LOADT, ACC)
     for r0 in tl.range(0, span, stride, num_stages=LOOP_STAGES):
         base = r_lo + r0
         if INTERLEAVE:
@@ -691,14 +737,19 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                 m3 = (r3 < R)[:, None] & col_ok[None, :]
                 raw2 = _load_raw(x_ptr + col_off + r2[:, None] * sxr, m2, EVEN, OTHER, EVICT)
                 raw3 = _load_raw(x_ptr + col_off + r3[:, None] * sxr, m3, EVEN, OTHER, EVICT)
-            a, b, c = _fold_raw(a, b, c, raw0, r0, m0, step, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+            a, b, c = _fold_raw(a, b, c, raw0, r0, m0, step, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER, VAR_SHIFT)
             if UNROLL >= 2:
-                a, b, c = _fold_raw(a, b, c, raw1, r1, m1, step + 1, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+                a, b, c = _fold_raw(a, b, c, raw1, r1, m1, step + 1, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
+                                    VAR_SHIFT)
             if UNROLL >= 4:
-                a, b, c = _fold_raw(a, b, c, raw2, r2, m2, step + 2, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
-                a, b, c = _fold_raw(a, b, c, raw3, r3, m3, step + 3, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER)
+                a, b, c = _fold_raw(a, b, c, raw2, r2, m2, step + 2, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
+                                    VAR_SHIFT)
+                a, b, c = _fold_raw(a, b, c, raw3, r3, m3, step + 3, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
+                                    VAR_SHIFT)
     if (KIND == 4 or KIND == 5) and STAGE != 2:
         b = _lane_index(b, (r_lo + lanes)[:, None], stride, BLOCK_R, UNROLL, INTERLEAVE)
+    if VAR_SHIFT:
+        a, b, c = _shifted_to_welford(a, b, c, (r_lo + lanes)[:, None], tl.minimum(R, r_lo + chunk), BLOCK_R, ACC)
     ra, rb, rc = _lanes(a, b, c, 0, KIND)
     if STAGE == 1:
         _store_states(w0_ptr, w1_ptr, w2_ptr, (o * tl.num_programs(1) + sid) * I + cols, col_ok, ra, rb, rc, KIND)
@@ -846,6 +897,18 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
     nstate = _N_STATES[kind]
     if I == 1:
         cfg = launch_config("reduce_rows", dev, dtypes=(x.dtype,), rows=O, cols=R, state=nstate)
+        if cfg.pop("WORDS", False) and pre == P_NONZERO and kind in (K_MAX, K_MIN) and x.dtype.itemsize == 1 \
+                and sxr == 1 and R % 4 == 0 and (O == 1 or sxo % 4 == 0) and x._offset % 4 == 0:
+            # all/any of 1-byte elements (bool, uint8, int8) along a contiguous axis: read int32 words of 4
+            # elements (128-bit loads of 16 elements; a word is nonzero iff one of its bytes is, and has no
+            # zero byte iff all of them are nonzero: P_NO_ZERO_BYTE) instead of one byte widened to int64 each
+            x = make_tensor(x._storage, Size(((x._storage.nbytes - x._offset) // 4,)), (1,), x._offset // 4,
+                            T.int32)
+            R, sxo = R // 4, sxo // 4 if O > 1 else sxo
+            loadt = T.int32
+            if kind == K_MIN:
+                pre = P_NO_ZERO_BYTE
+            consts.update(PRE=pre, LOADT=TL_DTYPES[loadt.name])
         base = cdiv(O, cfg["BLOCK_M"])
     else:
         cfg = launch_config("reduce_cols", dev, dtypes=(x.dtype,), rows=R, cols=I, state=nstate)
@@ -920,6 +983,9 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
     r_even = R % (sup * split) == 0 if meta["INTERLEAVE"] else R == chunk * split and chunk % sup == 0
     kept_even = O % meta["BLOCK_M"] == 0 if I == 1 else I % meta["BLOCK_I"] == 0
     meta["EVEN"] = bool(meta.get("EVEN", False)) and stage != 2 and r_even and kept_even
+    # VAR_SHIFT (shifted sums in the raw loop of a variance, see _fold): contiguous chunks only
+    meta["VAR_SHIFT"] = bool(meta.get("VAR_SHIFT", False)) and meta["KIND"] == K_WELFORD and stage != 2 \
+        and not meta["INTERLEAVE"]
     grid = (cdiv(O, meta["BLOCK_M"]), split) if I == 1 else (O * cdiv(I, meta["BLOCK_I"]), split)
     check(grid[0] < 2 ** 31, lambda: f"reduce: {grid[0]} programs exceed CUDA's grid limit (2**31 - 1)",
           NotImplementedError)
