@@ -98,19 +98,24 @@ def _v(name, **s):
 #   reduction at all (BLOCK_N 16, 4 stages: 138 regs, 28 KB of shared memory, 7 programs per SM).
 KERNEL_VARIANTS = [
     _v("table"),
-    _v("fuse32", fuse_combine=32, maxnreg=96),
     _v("fuse32 lazy", fuse_combine=32, lazy_rowsum=True, maxnreg=96),
     _v("lazy", lazy_rowsum=True),
     _v("w1 n16 s4 fuse32 lazy", num_warps=1, BLOCK_N=16, num_stages=4, lazy_rowsum=True, fuse_combine=32,
        split_rule="waves", target_programs=924, min_chunk=128, max_splits=256),
-    _v("w1 n16 s3 fuse32 lazy", num_warps=1, BLOCK_N=16, num_stages=3, lazy_rowsum=True, fuse_combine=32,
-       split_rule="waves", target_programs=1188, min_chunk=128, max_splits=256),
     _v("n64 s3 fuse32 lazy", BLOCK_N=64, num_stages=3, lazy_rowsum=True, fuse_combine=32),
-    _v("w2 n32 s3 fuse32 lazy", num_warps=2, BLOCK_N=32, num_stages=3, lazy_rowsum=True, fuse_combine=32,
-       split_rule="waves", target_programs=660, min_chunk=128),
     _v("tma n64 s3 fuse32 lazy", BLOCK_N=64, num_stages=3, TMA=True, lazy_rowsum=True, fuse_combine=32),
+    # batch 1 (4 kv heads: 4 sequences x heads, 64 MiB) is one partial wave of short programs: deeper pipelines
+    # and wider tiles put more bytes in flight per program (BLOCK_N 64 at 4 stages: ~104 KB of shared memory, 2
+    # programs per SM, 96 KB in flight each); the table can give it a rule of its own ("max_batch_kv_heads": 8)
+    _v("b1 n64 s4 lazy t264", BLOCK_N=64, num_stages=4, lazy_rowsum=True, target_programs=264, max_splits=256),
+    _v("fuse32", fuse_combine=32, maxnreg=96),
     _v("waves5 fuse32 lazy", lazy_rowsum=True, fuse_combine=32, maxnreg=96, split_rule="waves",
        target_programs=660, min_chunk=128),
+    _v("w2 n32 s3 fuse32 lazy", num_warps=2, BLOCK_N=32, num_stages=3, lazy_rowsum=True, fuse_combine=32,
+       split_rule="waves", target_programs=660, min_chunk=128),
+    _v("w1 n16 s3 fuse32 lazy", num_warps=1, BLOCK_N=16, num_stages=3, lazy_rowsum=True, fuse_combine=32,
+       split_rule="waves", target_programs=1188, min_chunk=128, max_splits=256),
+    _v("b1 n32 s4 lazy t528", BLOCK_N=32, num_stages=4, lazy_rowsum=True, target_programs=528, max_splits=256),
     _v("tma n64 w4 s3", TMA=True),
     _v("wg64 tma n64 s2", min_block_h=64, BLOCK_N=64, num_warps=4, num_stages=2, TMA=True),
     _v("n64 w4 s2", BLOCK_N=64, num_warps=4, num_stages=2),
@@ -364,7 +369,8 @@ def main(argv=None) -> int:
         return 1
     if dev != "cpu":
         nbx.cuda.synchronize()
-    rule = launch_config(OP, nbx.device(dev), dtypes=(nbx.bfloat16,), head_dim=shapes[0][5], ctx=shapes[0][4])
+    rule = launch_config(OP, nbx.device(dev), dtypes=(nbx.bfloat16,), head_dim=shapes[0][5], ctx=shapes[0][4],
+                         batch_kv_heads=shapes[0][1] * shapes[0][3])
     print(f"sweep_decode_attention: {facts['gpu']} ({facts.get('arch')}), commit {commit}; budget {a.budget_s:.0f} "
           f"s; inputs ready ({budget.elapsed():.0f} s)\ntable rule (bf16, hd {shapes[0][5]}): "
           f"{json.dumps(rule, sort_keys=True)}", flush=True)

@@ -528,7 +528,10 @@ def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor
     bd, bdv = _pow2(E), _pow2(EV)
     span = cap if max_seqlen is None else max(0, min(cap, int(max_seqlen)))
     dev = q.device
-    cfg = launch_config("decode_attention", dev, dtypes=(q.dtype,), head_dim=max(bd, bdv), ctx=max(span, 1))
+    # batch_kv_heads (sequences x kv heads) lets the table give small batches (batch 1: 4-8 of them, each cut into
+    # ~100 splits) settings of their own ("max_batch_kv_heads")
+    cfg = launch_config("decode_attention", dev, dtypes=(q.dtype,), head_dim=max(bd, bdv), ctx=max(span, 1),
+                        batch_kv_heads=max(B * hkv, 1))
     # query rows per program: the kv head's G query heads padded to 16 (mma.sync's M), or to min_block_h (64:
     # Hopper's wgmma, whose warps split the rows, so the softmax needs no reduction across warps)
     block_h = min(max(_pow2(group), int(cfg.get("min_block_h", 16))), max(cfg["max_block_h"], 16))
@@ -559,9 +562,12 @@ def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor
     fdv = min(bdv, 1 << (max(1, int(fdv)).bit_length() - 1))  # a power of two, at most the padded value dim
     p.meta = dict(HAS_LENS=lens is not None, PAGED=paged, PAGE=page, DIRECT=p.direct, TMA=p.tma, BLOCK_H=block_h,
                   BLOCK_N=cfg["BLOCK_N"], BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **dk,
-                  LAZY_L=bool(cfg.get("lazy_rowsum", False)), FUSE=p.fuse, FUSE_S=fs, FUSE_DV=fdv,
-                  FUSE_ONE=_pow2(splits, 1) <= fs,
                   **{o: cfg[o] for o in ("num_warps", "num_stages", "maxnreg") if o in cfg})
+    # the new constexprs only when set (their defaults are off): the table's launches keep their specialization
+    if cfg.get("lazy_rowsum", False):
+        p.meta["LAZY_L"] = True
+    if p.fuse:
+        p.meta.update(FUSE=True, FUSE_S=fs, FUSE_DV=fdv, FUSE_ONE=_pow2(splits, 1) <= fs)
     p.meta_ptr = {**p.meta, "TMA": False}  # a launch whose key or value base is not 16-byte aligned
     cdv = min(bdv, _pow2(cfg.get("combine_dv", bdv)))
     p.cgrid = (B * Hq, -(-EV // cdv))
