@@ -90,9 +90,10 @@ def _v(name, **s):
 # registers (4 programs of 4 warps per SM); BLOCK_N 4 x (4 x 256) 56 (9 per SM, 8 16-byte loads in flight per
 # thread, all issued before the first FMA), with PREFETCH 91 (16 in flight); BLOCK_N 8 x (4 x 256) with 8 warps 48.
 # PERSIST (session 4): at most P programs per SM, each looping over row tiles with the next chunk loaded across
-# tile ends (sm_90: 63 registers at BLOCK_N 4 x (4 x 256), 8 LDG.E.128 in flight per thread before the first
-# FFMA and the next ones issued before this chunk's FFMAs): no per-tile CTA start, no partial last wave (3584
-# tiles of 4096->14336 over 132 * 4 programs: 7 tiles at most against 6.8 on average).
+# tile ends (sm_90: 63 registers at BLOCK_N 4 x (4 x 256), so 8 CTAs of 4 warps or 4 of 8 warps fit an SM and
+# every P below is resident at once; 8 LDG.E.128 in flight per thread before the first FFMA and the next ones
+# issued before this chunk's FFMAs): no per-tile CTA start, no partial last wave (3584 tiles of 4096->14336 over
+# 132 * 4 programs: 7 tiles at most against 6.8 on average).
 GEMV_KERNEL = [
     _v("table"),
     _v("persist4", PERSIST=4),
@@ -130,10 +131,14 @@ GEMV_SPLIT = [
 # inline PTX), one FFMA chain per word, x converted and summed once for all of a thread's rows; sm_90 loop: 7.8
 # SASS instructions per packed byte at BLOCK_N 16 / 4 warps (96 registers), 7.0 at BLOCK_N 32 / 4 warps (158)
 # or BLOCK_N 64 / 8 warps (128), against 12.1 for the table kernel (64 registers); no shared memory in the loop.
+# PERSIST P (no split-K): P programs per SM looping over row tiles (registers with it: 128 at BLOCK_N 16, 4 CTAs
+# of 4 warps per SM; 161 at BLOCK_N 32, 3 per SM), so 896 / 448 tiles of 14336x4096 run without a partial wave.
 INT4_KERNEL = [
     _v("table"),
     _v("w n16 k1024 w4", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4),
+    _v("w n16 k1024 w4 p4", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4, PERSIST=4),
     _v("w n32 k1024 w4", WORD_DECODE=True, BLOCK_N=32, BLOCK_K=1024, num_warps=4),
+    _v("w n32 k1024 w4 p3", WORD_DECODE=True, BLOCK_N=32, BLOCK_K=1024, num_warps=4, PERSIST=3),
     _v("w n32 k1024 w8", WORD_DECODE=True, BLOCK_N=32, BLOCK_K=1024, num_warps=8),
     _v("w n64 k1024 w8", WORD_DECODE=True, BLOCK_N=64, BLOCK_K=1024, num_warps=8),
     _v("w n16 k1024 w4 ef", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4, EVICT_W="evict_first"),

@@ -26,8 +26,8 @@ import sweep_gemv as S  # noqa: E402
 INTERPRET = os.environ.get("NBX_TRITON_INTERPRET", "0") == "1"
 GEMV_KEYS = {"BLOCK_N", "BLOCK_K", "BLOCK_M", "UNROLL", "PREFETCH", "PERSIST", "DOT_T", "EVICT_W",
              "programs_per_sm", "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages"}
-INT4_KEYS = {"BLOCK_N", "BLOCK_K", "FAST_Q", "DECODE_ASM", "WORD_DECODE", "WORD_ASM", "EVICT_W", "programs_per_sm",
-             "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages"}
+INT4_KEYS = {"BLOCK_N", "BLOCK_K", "FAST_Q", "DECODE_ASM", "WORD_DECODE", "WORD_ASM", "PERSIST", "EVICT_W",
+             "programs_per_sm", "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages"}
 
 
 def test_variant_tables_are_well_formed():
@@ -118,8 +118,9 @@ def test_every_variant_compiles_for_sm90(monkeypatch, phase):
         base = dict(next(s for n, s in next(p for p in S.PHASES if p[0] == phase[:-6])[2] if s))
     bf = nbx.bfloat16
     if op == "int4_gemv":
-        q, s, m = nbx.empty(256, 2048, dtype=nbx.uint8), nbx.empty(256, 128, dtype=nbx.float16), \
-            nbx.empty(256, 128, dtype=nbx.float16)
+        # 16384 rows: enough row tiles for every PERSIST variant to run persistent programs (no split-K)
+        q, s, m = nbx.empty(16384, 2048, dtype=nbx.uint8), nbx.empty(16384, 128, dtype=nbx.float16), \
+            nbx.empty(16384, 128, dtype=nbx.float16)
         x = nbx.empty(1, 4096, dtype=bf)
         call = lambda: int4_linear(x, q, s, m, group_size=S.G)  # noqa: E731
     else:

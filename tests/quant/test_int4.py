@@ -323,8 +323,10 @@ def _f64_of(t) -> np.ndarray:
                                       dict(target_programs=64, MIN_K_SPLIT=64, BLOCK_K=256, BLOCK_N=8),
                                       dict(WORD_DECODE=True, BLOCK_K=64, BLOCK_N=4),
                                       dict(WORD_DECODE=True, BLOCK_K=64, BLOCK_N=8, target_programs=64,
-                                           MIN_K_SPLIT=64)],
-                         ids=["table", "exact-q", "k64-n2", "split-k32", "split-k96-uneven", "word", "word-split"])
+                                           MIN_K_SPLIT=64),
+                                      dict(WORD_DECODE=True, BLOCK_K=64, BLOCK_N=2, PERSIST=1, target_programs=1)],
+                         ids=["table", "exact-q", "k64-n2", "split-k32", "split-k96-uneven", "word", "word-split",
+                              "word-persist"])
 @pytest.mark.parametrize("G,symmetric", [(32, False), (64, True), (128, False)])
 def test_int4_gemv_settings(settings, G, symmetric, device):
     """The int4 GEMV's paths (the 1 + q/16 decode and the exact one, steps of several groups, a last step with
@@ -375,7 +377,7 @@ def test_fast_decode_keeps_precision(device):
 def test_word_decode_kernel(monkeypatch, device, symmetric):
     """WORD_DECODE runs _int4_gemv_w_kernel (group 32, 16-bit x, whole steps; its decode as 16 + q/16 and
     1 + q/16 floats from int32 words) and matches the float64 oracle: worst cases for its differences (x of one
-    sign, codes mostly 0 or mostly 15) and random codes, split-K included. Shapes it does not take (group 64,
+    sign, codes mostly 0 or mostly 15) and random codes, split-K and persistent programs (PERSIST) included. Shapes it does not take (group 64,
     K not whole steps, float32 x) run the other kernel."""
     from nbxtensor.ops import matmul as MM
     from nbxtensor.quant import int4 as Q
@@ -383,10 +385,10 @@ def test_word_decode_kernel(monkeypatch, device, symmetric):
     from nbxtensor.runtime.configs import override
     names = []
     real = MM.launch
-    monkeypatch.setattr(MM, "launch", lambda k, g, *a, **m: (names.append(k), real(k, g, *a, **m))[1])
+    monkeypatch.setattr(MM, "launch", lambda k, g, *a, **m: (names.append((k, tuple(g))), real(k, g, *a, **m))[1])
     G, N, K = 32, 12, 8 * 32
     cases = []
-    for fill in (0, 15, None):
+    for fill in (0, None) if QUICK else (0, 15, None):
         q = rng.integers(0, 16, (N, K), dtype=np.uint8) if fill is None else np.full((N, K), fill, np.uint8)
         if fill is not None:
             q[:, ::17] = 15 - fill
@@ -402,12 +404,15 @@ def test_word_decode_kernel(monkeypatch, device, symmetric):
             xs = _f64_of(x)
             ref = int4_linear_oracle(xs, lin.qweight, lin.scales, lin.mins, None, G)
             for settings in (dict(WORD_DECODE=True, BLOCK_K=64, BLOCK_N=4),
-                             dict(WORD_DECODE=True, BLOCK_K=32, BLOCK_N=8, target_programs=64, MIN_K_SPLIT=32)):
+                             dict(WORD_DECODE=True, BLOCK_K=32, BLOCK_N=8, target_programs=64, MIN_K_SPLIT=32),
+                             dict(WORD_DECODE=True, BLOCK_K=128, BLOCK_N=1, PERSIST=1, target_programs=1)):
                 names.clear()
                 MM.clear_plans()
                 with override("int4_gemv", **settings):
                     y = lin(x)
-                assert names == [Q._int4_gemv_w_kernel], names
+                assert [k for k, _ in names] == [Q._int4_gemv_w_kernel], names
+                # persistent: 4 programs (the interpreter tier's 4 SMs) for 12 * M (row, x row) pairs
+                assert names[0][1][0] == (4 if "PERSIST" in settings else -(-N // settings["BLOCK_N"]) * x.shape[0])
                 _check_linear(_f64_of(y), ref, xs, W, dt, K)
     # not taken: group 64, a K range that is not whole steps, float32 x
     for G2, K2, dt in ((64, 256, T.bfloat16), (32, 96, T.bfloat16), (32, 256, T.float32)):
@@ -416,7 +421,7 @@ def test_word_decode_kernel(monkeypatch, device, symmetric):
         MM.clear_plans()
         with override("int4_gemv", WORD_DECODE=True, BLOCK_K=64, BLOCK_N=4):
             lin(nbx.ones(1, K2, dtype=dt, device=device))
-        assert names == [Q._int4_gemv_kernel], (G2, K2, dt.name)
+        assert [k for k, _ in names] == [Q._int4_gemv_kernel], (G2, K2, dt.name)
     MM.clear_plans()
 
 

@@ -363,36 +363,16 @@ def _halves(p, XBF16: tl.constexpr):
     return a, b
 
 
-@jit(do_not_specialize=["Z"])
-def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLIT, NSPLIT, Z,
-                        sxm, swn, ssn, scn, srm, srn, som, son,
-                        G: tl.constexpr, BLOCK_N: tl.constexpr, NGC: tl.constexpr, HAS_MIN: tl.constexpr,
-                        HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, WASM: tl.constexpr,
-                        XBF16: tl.constexpr, SPLIT: tl.constexpr, EVICT_W: tl.constexpr, EXACT: tl.constexpr):
-    # The word-decode variant of _int4_gemv_kernel (group 32, 16-bit activations with unit stride, whole steps).
-    # Column j (0..3) of a group takes the group's 16-bit halfwords j and 4 + j (bytes 2j, 2j+1, 8+2j, 9+2j),
-    # joined into one int32 word v; its 8 codes are decoded with 12 integer instructions (_word_codes: low
-    # nibbles as 16 + q/16, high nibbles as 1 + q/16) and multiplied by x in one FFMA chain:
-    #     d = sum_lo (16 + q/16) x + sum_hi (1 + q/16) x = X16 + (sum q x) / 16,  X16 = 16 sum_lo x + sum_hi x
-    # so sum_j q_j x_j = 16 (d - X16) per group (X16 and sum x from x alone, once for all rows). The x of column
-    # j is four int32 words (pairs of 16-bit values) at j, 4 + j, 8 + j, 12 + j of the group's 16: elements
-    # 2j.., 8+2j.. (low nibbles of bytes 2j, 2j+1, 8+2j, 9+2j) and 16+2j.., 24+2j.. (their high nibbles). The
-    # pointers of every load of the loop (halfwords, x words) are contiguous over a group's 4 columns, so they
-    # all take one layout (4 columns = one group per thread; the group sums stay in the thread) and nothing
-    # goes through shared memory.
-    pid = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    pid_n = pid // M
-    m = pid % M
+@jit
+def _w_tile(X32, W16, S, MN, pid_n, m, g_lo, g_hi, N, Z, sxm, swn, ssn, BLOCK_N: tl.constexpr, NGC: tl.constexpr,
+            HAS_MIN: tl.constexpr, WASM: tl.constexpr, XBF16: tl.constexpr, EVICT_W: tl.constexpr,
+            EXACT: tl.constexpr):
+    # sum over groups [g_lo, g_hi) of one row tile of _int4_gemv_w_kernel, as a (1, BLOCK_N) float32 row
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    wn = tl.minimum(rn, N - 1).to(tl.int64)
-    g_lo = pid_k * G_SPLIT
-    g_hi = tl.minimum(g_lo + G_SPLIT, NG)
+    wn = tl.minimum(rn, N - 1).to(tl.int64)  # rows past N re-read row N-1 (valid memory); masked on store
     BC: tl.constexpr = NGC * 4        # columns per step
     rc = tl.arange(0, BC)
     rg = tl.arange(0, NGC)
-    W16 = W.to(tl.pointer_type(tl.int16), bitcast=True)
-    X32 = X.to(tl.pointer_type(tl.int32), bitcast=True)
     ho = ((rc // 4) * 8 + rc % 4).to(tl.int64)   # halfword j of the column's group
     w_ptrs = W16 + wn[:, None] * (swn // 2) + ho[None, :]
     xo = ((rc // 4) * 16 + rc % 4).to(tl.int64)  # x word j of the group (pairs of 16-bit values)
@@ -423,15 +403,55 @@ def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLI
             acc += (16.0 * s) * dg + mn * xsg
         else:
             acc += s * (16.0 * dg - 8.0 * xsg)
-    tot = tl.reshape(tl.sum(acc, axis=1), (1, BLOCK_N))
+    return tl.reshape(tl.sum(acc, axis=1), (1, BLOCK_N))
+
+
+@jit(do_not_specialize=["Z"])
+def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLIT, NSPLIT, Z,
+                        sxm, swn, ssn, scn, srm, srn, som, son,
+                        G: tl.constexpr, BLOCK_N: tl.constexpr, NGC: tl.constexpr, HAS_MIN: tl.constexpr,
+                        HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, WASM: tl.constexpr,
+                        XBF16: tl.constexpr, SPLIT: tl.constexpr, PERSIST: tl.constexpr, EVICT_W: tl.constexpr,
+                        EXACT: tl.constexpr):
+    # The word-decode variant of _int4_gemv_kernel (group 32, 16-bit activations with unit stride, whole steps).
+    # Column j (0..3) of a group takes the group's 16-bit halfwords j and 4 + j (bytes 2j, 2j+1, 8+2j, 9+2j),
+    # joined into one int32 word v; its 8 codes are decoded with 12 integer instructions (_word_codes: low
+    # nibbles as 16 + q/16, high nibbles as 1 + q/16) and multiplied by x in one FFMA chain:
+    #     d = sum_lo (16 + q/16) x + sum_hi (1 + q/16) x = X16 + (sum q x) / 16,  X16 = 16 sum_lo x + sum_hi x
+    # so sum_j q_j x_j = 16 (d - X16) per group (X16 and sum x from x alone, once for all rows). The x of column
+    # j is four int32 words (pairs of 16-bit values) at j, 4 + j, 8 + j, 12 + j of the group's 16: elements
+    # 2j.., 8+2j.. (low nibbles of bytes 2j, 2j+1, 8+2j, 9+2j) and 16+2j.., 24+2j.. (their high nibbles). The
+    # pointers of every load of the loop (halfwords, x words) are contiguous over a group's 4 columns, so they
+    # all take one layout (4 columns = one group per thread; the group sums stay in the thread) and nothing
+    # goes through shared memory. PERSIST (no split-K): fewer programs than (row tile, x row) pairs, each
+    # looping over pairs pid, pid + P, ...
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    W16 = W.to(tl.pointer_type(tl.int16), bitcast=True)
+    X32 = X.to(tl.pointer_type(tl.int32), bitcast=True)
     rm = tl.arange(0, 1)
-    mo = _wide(m)
-    if SPLIT:
-        _split_k_finish(tot, rm, rn, 1, N, MNS, WS + mo * N, LOCKS, pid, pid_k, NSPLIT, OUT + mo * som, som, son,
-                        C, 0, scn, R + mo * srm, srm, srn, 1.0, 1.0, HAS_C, HAS_R, ACT, True, True, EXACT)
+    if PERSIST:
+        for p in range(pid, tl.cdiv(N, BLOCK_N) * M, tl.num_programs(0)):
+            tot = _w_tile(X32, W16, S, MN, p // M, p % M, 0, NG, N, Z, sxm, swn, ssn, BLOCK_N, NGC, HAS_MIN, WASM,
+                          XBF16, EVICT_W, EXACT)
+            mo = _wide(p % M)
+            _epilogue(tot, rm, (p // M) * BLOCK_N + tl.arange(0, BLOCK_N), 1, N, OUT + mo * som, som, son, C, 0,
+                      scn, R + mo * srm, srm, srn, 1.0, 1.0, False, HAS_C, HAS_R, ACT, True, True, EXACT)
     else:
-        _epilogue(tot, rm, rn, 1, N, OUT + mo * som, som, son, C, 0, scn, R + mo * srm, srm, srn, 1.0, 1.0, False,
-                  HAS_C, HAS_R, ACT, True, True, EXACT)
+        pid_n = pid // M
+        m = pid % M
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        g_lo = pid_k * G_SPLIT
+        g_hi = tl.minimum(g_lo + G_SPLIT, NG)
+        tot = _w_tile(X32, W16, S, MN, pid_n, m, g_lo, g_hi, N, Z, sxm, swn, ssn, BLOCK_N, NGC, HAS_MIN, WASM,
+                      XBF16, EVICT_W, EXACT)
+        mo = _wide(m)
+        if SPLIT:
+            _split_k_finish(tot, rm, rn, 1, N, MNS, WS + mo * N, LOCKS, pid, pid_k, NSPLIT, OUT + mo * som, som,
+                            son, C, 0, scn, R + mo * srm, srm, srn, 1.0, 1.0, HAS_C, HAS_R, ACT, True, True, EXACT)
+        else:
+            _epilogue(tot, rm, rn, 1, N, OUT + mo * som, som, son, C, 0, scn, R + mo * srm, srm, srn, 1.0, 1.0,
+                      False, HAS_C, HAS_R, ACT, True, True, EXACT)
 
 
 @jit
@@ -476,8 +496,11 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
     Settings from the ``int4_gemv`` table (shape facts ``rows`` = N and ``group`` = G): ``BLOCK_N`` (rows per
     program), ``BLOCK_K`` (codes per row per step: a multiple of G; ``BLOCK_K / 2`` bytes), ``FAST_Q`` (16-bit
     activations: decode codes as ``1 + q/16`` floats, see ``_nibbles``; default on), ``DECODE_ASM`` (that decode in
-    inline PTX; GPU only), ``EVICT_W``, ``programs_per_sm``/``target_programs`` and ``MIN_K_SPLIT`` (split-K over
-    groups, as the bf16 GEMV: :func:`nbxtensor.ops.matmul.split_k`), ``num_warps``, ``num_stages``. Programs
+    inline PTX; GPU only), ``WORD_DECODE`` (group 32, 16-bit x with unit stride, whole steps: the word-decode
+    kernel ``_int4_gemv_w_kernel``; default off) with ``WORD_ASM`` (its decode in inline PTX on the GPU; default
+    on) and ``PERSIST`` (without split-K: at most this many programs per SM, each looping over row tiles; 0, the
+    default, one program per tile), ``EVICT_W``, ``programs_per_sm``/``target_programs`` and ``MIN_K_SPLIT``
+    (split-K over groups, as the bf16 GEMV: :func:`nbxtensor.ops.matmul.split_k`), ``num_warps``, ``num_stages``. Programs
     take one row of ``x`` each (``M`` on grid axis 0, next to the programs that read the same weight rows).
     """
     M, K = x.shape
@@ -505,13 +528,19 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
             and qweight.storage_offset() % 4 == 0 and x.stride(1) == 1 and x.stride(0) % 2 == 0
             and x.storage_offset() % 2 == 0):
         # the word-decode kernel (_int4_gemv_w_kernel): 16-bit activations, whole steps, 4-byte aligned rows
-        _launch(_int4_gemv_w_kernel, (n_tiles * M, split),
+        per_sm = int(cfg.get("PERSIST", 0)) if not use_split else 0
+        grid0 = n_tiles * M
+        if per_sm > 0:  # persistent programs, at most per_sm per SM, each looping over (row tile, x row) pairs
+            from ..ops.matmul import _sm_count
+            grid0 = min(grid0, per_sm * _sm_count(-1 if dev.type == "cpu" else dev.index or 0))
+            per_sm = per_sm if grid0 < n_tiles * M else 0
+        _launch(_int4_gemv_w_kernel, (grid0, split),
                 (x, qweight, scales, mins if mins is not None else scales, c, r, out, ws, locks, M, N, NG, M * N,
                  g_split, split, 0, x.stride(0), qweight.stride(0), scales.stride(0), c.stride(-1),
                  r.stride(0), r.stride(1), out.stride(0), out.stride(1)),
                 dict(G=G, BLOCK_N=bn, NGC=ngc, HAS_MIN=mins is not None, HAS_C=bias is not None,
                      HAS_R=residual is not None, ACT=_ACT_CODE[activation], WASM=not exact and bool(cfg.get("WORD_ASM", True)),
-                     XBF16=x.dtype is T.bfloat16, SPLIT=use_split,
+                     XBF16=x.dtype is T.bfloat16, SPLIT=use_split, PERSIST=per_sm > 0,
                      EVICT_W=str(cfg.get("EVICT_W", "")), EXACT=exact, num_warps=cfg.get("num_warps", 4),
                      num_stages=cfg.get("num_stages", 2)),
                 ws=ws if use_split else None, locks=(locks, n_tiles * M) if use_split else None)
