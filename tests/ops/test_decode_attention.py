@@ -296,6 +296,25 @@ def test_fused_combine_and_lazy_rowsum(settings, paged, device, launches):
             assert launches[-1][0] == "_decode_combine_kernel"
 
 
+def test_small_batch_rule(monkeypatch):
+    """A table rule bounding ``batch_kv_heads`` (sequences x kv heads, bucketed) applies to small batches only:
+    sm90.json can give batch 1 settings of its own. The plan is made on the host (no launch)."""
+    from nbxtensor.ops.decode_attention import launch_plan
+    from nbxtensor.runtime import configs
+    base = dict(num_warps=4, num_stages=1, target_programs=64, max_splits=8, min_chunk=16, max_block_h=16,
+                BLOCK_S=4)
+    table = {"decode_attention": [{"max_batch_kv_heads": 8, "config": {**base, "BLOCK_N": 16}},
+                                  {"config": {**base, "BLOCK_N": 32}}]}
+    monkeypatch.setattr(configs, "arch_of", lambda device: "test-small-batch")
+    monkeypatch.setattr(configs, "_table", lambda arch: table if arch == "test-small-batch" else {})
+    got = {}
+    for B in (1, 2, 3):  # 4, 8 and 12 (bucket 16) sequences x kv heads
+        q, out = nbx.empty(B, 8, 32), nbx.empty(B, 8, 32)
+        k = nbx.empty(B, 4, 64, 32)
+        got[B] = launch_plan(q, k, k, None, out, paged=False)["meta"]["BLOCK_N"]
+    assert got == {1: 16, 2: 16, 3: 32}
+
+
 def _compile_launch_sm90(kernel, args, meta):
     """Compile a captured launch for sm_90 as Triton's JIT specializes it on the GPU (16-byte aligned pointers and
     ints divisible by 16 carry ``tt.divisibility``; ints equal to 1 become constants; ``do_not_specialize``
