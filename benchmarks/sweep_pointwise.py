@@ -1,8 +1,16 @@
 """Sweep of the launch settings of the pointwise kernels on the GPU (issue 4's elementwise, activation and cast rows).
 
-Cases (bfloat16 32768x8192, the issue's >= 256 MiB tensors): ``relu``, ``copy_`` (bf16 -> bf16), ``add``, ``mul``,
-``gelu`` (erf), ``gelu`` (tanh), ``silu``, ``mish``, ``hardtanh``, ``logsigmoid``, ``exp``, the cast
-bf16 -> float8_e4m3fn (``copy_``), and ``asinh``, ``atan``, ``sinh`` (~0.6x PyTorch in an earlier run). The ops
+Groups (``--group``): ``issue4`` (the default) times ``remainder``'s bodies (``REMAINDER_BODY`` 0, the table:
+ATen's fmod formula; 1 and 2: the fast body of ops/elementwise.py with a per-element or per-block fmod fallback)
+with their schedules on bfloat16 32768x8192 and float32 16384x8192 (a ``nonzero`` divisor, as bench_ops.py), and
+BLOCK in {1024, 2048, 4096, 8192} x num_warps {4, 8} and a persistent grid (GRID) for abs, neg, exp, add, mul by a
+scalar and clamp in both dtypes; its numerics pass checks bodies 1 and 2 against the table body on the device bit
+for bit (every bfloat16 and float16 dividend against special and random divisors; float32 pairs).
+``activations`` is the earlier sweep below; ``all`` both.
+
+Cases of ``activations`` (bfloat16 32768x8192, the issue's >= 256 MiB tensors): ``relu``, ``copy_`` (bf16 ->
+bf16), ``add``, ``mul``, ``gelu`` (erf), ``gelu`` (tanh), ``silu``, ``mish``, ``hardtanh``, ``logsigmoid``, ``exp``,
+the cast bf16 -> float8_e4m3fn (``copy_``), and ``asinh``, ``atan``, ``sinh`` (~0.6x PyTorch in an earlier run). The ops
 run through their public functions; every kernel is the pointwise generator's (ops/pointwise.py), which reads its
 settings from the ``pointwise`` rule of runtime/configs/sm90.json (the ``copy`` rule for ``copy_``). Each
 candidate setting is laid over that rule with :func:`nbxtensor.runtime.configs.override` and timed with CUDA events
@@ -19,6 +27,7 @@ Settings (keys of the rules; absent = the kernels' defaults):
   tiles (a grid that is a multiple of the SM count, no tail wave, fewer CTA launches).
 - ``HW_CVT``: 0 replaces the GPU's conversion instructions (cvt.rn.bf16x2.f32, cvt.rn.satfinite.e4m3x2.f32, ...)
   by the bit formulas the interpreter tier runs: an ablation that must give the same bits.
+- ``REMAINDER_BODY``: remainder's body (see above); ``maxnreg``: a register cap (a compile option).
 - ``FAST``: 0 replaces the 16-bit-output bodies of the smooth activations and of asinh/atan/sinh (ex2.approx /
   rcp.approx formulas, ops/activation.py and ops/elementwise.py) by the exact ones (libdevice, IEEE division):
   an ablation, compared within the tolerance.
@@ -39,6 +48,7 @@ passed. Every exception is recorded per variant (``sweep_pointwise.log``) and th
 Run on the H200 from the source tree::
 
     PYTHONPATH=src python3 benchmarks/sweep_pointwise.py --out $OUT/sweep --budget-s 120
+    PYTHONPATH=src python3 benchmarks/sweep_pointwise.py --group activations --out $OUT/sweep --budget-s 120
 
 Smoke test without a GPU (the interpreter runs the same variants on tiny shapes)::
 
@@ -98,6 +108,34 @@ VARIANTS = {
         {"BLOCK": 8192, "num_warps": 4},
     ],
 }
+# The issue-4 group (the default, --group issue4): BLOCK x num_warps of simple ops at >= 256 MiB, most promising
+# first (a previous sweep put BLOCK 2048 ~2 % ahead of the table's 4096 / 8 warps); the table (4096 / 8) runs first.
+GRID = [
+    {"BLOCK": 1024, "num_warps": 4},    # PyTorch's vectorized_elementwise_kernel: 128 threads x 8 elements, one
+                                        # (bf16) or two (f32) 16-byte vectors per thread and operand
+    {"BLOCK": 2048, "num_warps": 8},    # 8 per thread, 256 threads
+    {"BLOCK": 2048, "num_warps": 4},    # 16 per thread: 2 (bf16) / 4 (f32) 16-byte loads in flight per operand
+    {"BLOCK": 1024, "num_warps": 8},    # 4 per thread
+    {"BLOCK": 4096, "num_warps": 4},    # 32 per thread: 4 (bf16) / 8 (f32) 16-byte loads per operand
+    {"BLOCK": 1024, "num_warps": 4, "EVICT": 2},              # + evict_first loads, streaming (.cs) stores
+    {"BLOCK": 2048, "num_warps": 8, "programs_per_sm": 8},   # persistent grid-stride, 64 warps per SM
+]
+# remainder (REMAINDER_BODY: 0 ATen's fmod body, the table; 1 the fast body with a per-element fmod fallback;
+# 2 the fast body with a per-block fallback; ops/elementwise.py). The table body at 4096 / 8 warps uses 60
+# registers (32 warps per SM); at 2048 / 8 it uses 34.
+REMAINDER_VARIANTS = [
+    {"REMAINDER_BODY": 2},
+    {"REMAINDER_BODY": 1},
+    {"REMAINDER_BODY": 2, "BLOCK": 2048, "num_warps": 8},
+    {"REMAINDER_BODY": 1, "BLOCK": 2048, "num_warps": 8},
+    {"BLOCK": 2048, "num_warps": 8},
+    {"REMAINDER_BODY": 2, "BLOCK": 256, "num_warps": 1, "programs_per_sm": 32},  # 1-warp blocks: no barrier
+    {"REMAINDER_BODY": 2, "BLOCK": 1024, "num_warps": 4},
+    {"BLOCK": 1024, "num_warps": 4},
+    {"REMAINDER_BODY": 2, "BLOCK": 2048, "num_warps": 8, "maxnreg": 40},
+]
+GROUPS = ("issue4", "activations", "all")
+
 ABLATIONS = {  # case name -> settings that change the code, not the schedule
     "relu": [{"HW_CVT": 0}], "add": [{"HW_CVT": 0}], "cast bf16->fp8": [{"HW_CVT": 0}],
     "hardtanh": [{"HW_CVT": 0}],
@@ -111,18 +149,70 @@ class Case:
     ``call(tensors) -> result``, ``oracle(host inputs) -> float64 or exact host result`` for the table variant's
     check (``exact``: compare bits), the output dtype name and the bytes moved."""
 
-    def __init__(self, name, rule, op, specs, call, oracle, out_dtype, exact=False):
+    def __init__(self, name, rule, op, specs, call, oracle, out_dtype, exact=False, variants=None, geomean=True):
         self.name, self.rule, self.op, self.specs, self.call = name, rule, op, specs, call
         self.oracle, self.out_dtype, self.exact = oracle, out_dtype, exact
+        self._variants, self.geomean = variants, geomean
         n = math.prod(specs[0].shape)
         self.bytes = sum(s.nbytes for s in specs) + n * H.DTYPE_NAMES[out_dtype]
 
     def variants(self) -> list[dict]:
+        if self._variants is not None:  # the issue-4 cases: their own list (GRID, REMAINDER_VARIANTS)
+            return self._variants
         v = VARIANTS[self.rule]
         return v[:2] + ABLATIONS.get(self.name, []) + v[2:]
 
 
-def build_cases(nbx, smoke: bool) -> list[Case]:
+def build_issue4_cases(nbx, smoke: bool) -> list[Case]:
+    """remainder (bf16 32768x8192 and float32 16384x8192, a divisor of the benchmark's ``nonzero`` domain) over
+    REMAINDER_VARIANTS, and abs, neg, exp, add, mul by a scalar and clamp with scalar bounds in both dtypes over
+    GRID (the f32 rows are 512 MiB per tensor: >= 256 MiB, half the host set-up of 32768x8192)."""
+    from nbxtensor.ops import registry
+    cases = []
+    for dt, shape in (("bfloat16", (32768, 8192)), ("float32", (16384, 8192))):
+        if smoke:
+            shape = (4, 48)
+        tag = "bf16" if dt == "bfloat16" else "f32"
+        x = H.InputSpec(shape, dt, "normal", seed=0)
+        y = H.InputSpec(shape, dt, "normal", seed=1)
+        d = H.InputSpec(shape, dt, "nonzero", seed=2)
+        xs = H.InputSpec(shape, dt, "small", seed=3)
+
+        def oracle(op, **kw):
+            rec = registry.get(op)
+            return lambda hs: rec.oracle(*[np.asarray(h, np.float64) for h in hs], **kw)
+
+        def rem_oracle(hs):  # ATen's formula in float32 (fmod exact), as the kernels compute it
+            from nbxtensor.ops.elementwise import _np_remainder
+            return _np_remainder(np.asarray(hs[0], np.float32), np.asarray(hs[1], np.float32)).astype(np.float64)
+
+        cases.append(Case(f"remainder {tag}", "pointwise", "remainder", [x, d], lambda t: nbx.remainder(t[0], t[1]),
+                          rem_oracle, dt, variants=REMAINDER_VARIANTS, geomean=False))
+        cases += [
+            Case(f"abs {tag}", "pointwise", "abs", [x], lambda t: nbx.abs(t[0]), oracle("abs"), dt, variants=GRID),
+            Case(f"neg {tag}", "pointwise", "neg", [x], lambda t: nbx.neg(t[0]), oracle("neg"), dt, variants=GRID),
+            Case(f"exp {tag}", "pointwise", "exp", [xs], lambda t: nbx.exp(t[0]), oracle("exp"), dt, variants=GRID),
+            Case(f"add {tag}", "pointwise", "add", [x, y], lambda t: nbx.add(t[0], t[1]), oracle("add"), dt,
+                 variants=GRID),
+            Case(f"mul scalar {tag}", "pointwise", "mul", [x], lambda t: nbx.mul(t[0], 1.5),
+                 lambda hs: np.asarray(hs[0], np.float64) * 1.5, dt, variants=GRID),
+            Case(f"clamp {tag}", "pointwise", "clamp", [x], lambda t: nbx.clamp(t[0], -1.0, 1.0),
+                 lambda hs: np.clip(np.asarray(hs[0], np.float64), -1.0, 1.0), dt, variants=GRID),
+        ]
+    return cases
+
+
+def build_cases(nbx, smoke: bool, group: str = "activations") -> list[Case]:
+    """The cases of ``group``: ``activations`` (the earlier sweep, below), ``issue4`` (:func:`build_issue4_cases`)
+    or ``all``."""
+    if group == "issue4":
+        return build_issue4_cases(nbx, smoke)
+    if group == "all":
+        return build_issue4_cases(nbx, smoke) + build_cases(nbx, smoke, "activations")
+    return _activation_cases(nbx, smoke)
+
+
+def _activation_cases(nbx, smoke: bool) -> list[Case]:
     from nbxtensor.dtypes import table as T
     from nbxtensor.dtypes.casting import cast_array
     from nbxtensor.ops import registry
@@ -178,7 +268,10 @@ def smoke_settings(settings: dict) -> dict:
     """A variant's settings for the interpreter (--smoke): BLOCK capped at 32 (six tiles of the 4x48 tensors; the
     interpreter's cost grows with the block) and one program per SM (4 there), so a persistent grid loops."""
     caps = {"BLOCK": 32, "programs_per_sm": 1}
-    return {k: (min(v, caps[k]) if k in caps else v) for k, v in settings.items()}
+    return {k: (min(v, caps[k]) if k in caps else v) for k, v in settings.items() if k not in INTERPRETER_DROPS}
+
+
+INTERPRETER_DROPS = ("maxnreg",)  # compile options the interpreter does not take
 
 
 def _bits_dtype(nbx, dt):
@@ -305,6 +398,54 @@ def numerics(nbx, dev: str, smoke: bool, out_dir: str) -> list[str]:
     return lines
 
 
+def remainder_numerics(nbx, dev: str, smoke: bool) -> list[str]:
+    """REMAINDER_BODY 1 and 2 against the table's body (ATen's fmod formula) on the device, bit for bit: every
+    bfloat16 and every float16 dividend against special divisors (signed zeros, infinities, NaN, subnormals,
+    extremes, powers of two, odd mantissas) and random ones, and float32 pairs with quotients up to 2**40, exact
+    multiples, subnormal and huge operands. Returns printed lines (count of differing elements: must be 0)."""
+    from nbxtensor.runtime.configs import override
+    rng = np.random.default_rng(7)
+    put = (lambda a: nbx.from_numpy(a).to(dev)) if dev != "cpu" else nbx.from_numpy
+    lines = []
+    for dname in ("bfloat16", "float16", "float32"):
+        dt = getattr(nbx, dname)
+        if dname != "float32":
+            step = 1 if not smoke else 251
+            a32 = np.arange(0, 1 << 16, step, dtype=np.uint32).astype(np.uint16).view(dt.numpy).astype(np.float32)
+            special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -0.5, 3.0, -3.0, 7.0, 0.1, -0.3,
+                                255.0, 1e-3, -1e-30, 1e-38, 5e-39, 1e-40, -1e-41, 3e38, -65504.0, 65504.0, 6e-8,
+                                1e-5, 2.0 ** -14, 2.0 ** -133], np.float32)
+            rand = rng.integers(0, 1 << 16, 8 if smoke else 40).astype(np.uint16).view(dt.numpy).astype(np.float32)
+            divs = np.concatenate([special, rand]).astype(np.float32)
+            a = np.tile(a32, len(divs))
+            b = np.repeat(divs, len(a32))
+        else:
+            n = 1 << (10 if smoke else 21)
+            e = rng.integers(-40, 41, n).astype(np.float64)
+            b = (rng.standard_normal(n) * np.exp2(rng.integers(-20, 21, n))).astype(np.float32)
+            a = (b.astype(np.float64) * rng.uniform(-1, 1, n) * np.exp2(e)).astype(np.float32)
+            k = n // 8  # exact multiples, their neighbours and specials
+            a[:k] = (b[:k].astype(np.float64) * rng.integers(-1000, 1000, k)).astype(np.float32)
+            a[k:2 * k] = np.nextafter(a[:k], np.float32(np.inf))
+            sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-40, 3.4e38, -3.4e38, 2.0 ** 126,
+                           2.0 ** 127, 1.0, -1.0, 4194304.0, -4194303.5], np.float32)
+            m = len(sp)
+            a[2 * k:2 * k + m * m] = np.repeat(sp, m)
+            b[2 * k:2 * k + m * m] = np.tile(sp, m)
+        ta, tb = put(a), put(b)
+        if dname != "float32":
+            ta, tb = ta.to(dt), tb.to(dt)
+        ref = nbx.remainder(ta, tb)
+        msg = []
+        for body in (1, 2):
+            with override("pointwise", REMAINDER_BODY=body):
+                got = nbx.remainder(ta, tb)
+            ok, nd = check_bits(nbx, got, ref)
+            msg.append(f"body {body}: " + ("ok" if ok else f"MISMATCH {nd} differ"))
+        lines.append(f"  remainder {dname:9s} {a.size} pairs vs the table body: " + "; ".join(msg))
+    return lines
+
+
 def _fmt(s: dict) -> str:
     return json.dumps(s, separators=(",", ":"), sort_keys=True) if s else "table"
 
@@ -319,6 +460,9 @@ def main(argv=None) -> int:
                         wording="variants")
     p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     p.add_argument("--no-numerics", action="store_true", help="skip the numerics pass")
+    p.add_argument("--group", default="issue4", choices=GROUPS,
+                   help="issue4 (default): remainder's bodies and the BLOCK x num_warps grid of simple ops, with the "
+                   "remainder numerics; activations: the earlier cases with the cast and fast-body numerics; all")
     a = p.parse_args(argv)
     t0 = time.monotonic()
     import nbxtensor as nbx
@@ -332,15 +476,18 @@ def main(argv=None) -> int:
     print(f"sweep_pointwise on {facts['gpu']} (commit {commit}); budget {a.budget_s:.0f} s", flush=True)
     if not a.no_numerics:
         t_num = time.monotonic()
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                lines = numerics(nbx, dev, a.smoke, a.out)
-        except Exception as e:  # noqa: BLE001 - record, go on to the timings
-            lines = [f"  error: {type(e).__name__}: {str(e).splitlines()[0][:160]}"]
-            SC.log_traceback(os.path.join(a.out, "sweep_pointwise.log"), "numerics")
+        lines = []
+        for fn in ((remainder_numerics,) if a.group == "issue4" else (numerics,) if a.group == "activations" else
+                   (remainder_numerics, numerics)):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    lines += (fn(nbx, dev, a.smoke) if fn is remainder_numerics else fn(nbx, dev, a.smoke, a.out))
+            except Exception as e:  # noqa: BLE001 - record, go on to the timings
+                lines.append(f"  {fn.__name__} error: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+                SC.log_traceback(os.path.join(a.out, "sweep_pointwise.log"), fn.__name__)
         print(f"numerics ({time.monotonic() - t_num:.0f} s):", *lines, sep="\n", flush=True)
-    cases = build_cases(nbx, a.smoke)
+    cases = build_cases(nbx, a.smoke, a.group)
     if a.cases:
         want = set(SC.names(a.cases))
         cases = [c for c in cases if c.name in want]
@@ -409,7 +556,7 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
         if not rs:
             continue
         print(f"{c.name} [{c.rule} {_fmt(state[c.name]['table'] or {})}] {c.bytes / 2 ** 20:.0f} MiB moved")
-        shown, more = SC.rows_to_show(rs, _ok, 3, 2)
+        shown, more = SC.rows_to_show(rs, _ok, 3 if len(cases) <= 10 else 2, 2)
         for r in shown:
             if r.get("gbps") not in (None, ""):
                 print(f"  {r['variant']:5s} {r['gbps']:7.1f} GB/s {r['pct_of_4800']:5.1f}% {r['p50_ms']:8.4f} ms  "
@@ -431,7 +578,9 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
                       "slower than the table)")
     print("\nper rule, best geometric mean over its cases (write into runtime/configs/sm90.json):")
     for rule in sorted({c.rule for c in cases}):
-        names = [c.name for c in cases if c.rule == rule]
+        names = [c.name for c in cases if c.rule == rule and c.geomean]
+        if not names:
+            continue
         gm = SC.geomean_by_setting(rows, rule, names, _ok,
                                    keep=lambda r: not any(k in r["settings"] for k in ("HW_CVT", "FAST")))
         if not gm:
@@ -441,6 +590,13 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
         base = gm.get("table")
         print(f"  {rule:10s} {best}  geomean {gm[best]:.1f} GB/s" + (f" ({gm[best] / base:.3f}x table)" if base and
                                                                     base > 1e-6 else ""))
+        for tag in ("bf16", "f32"):  # the issue-4 cases by dtype (a rule can name "dtypes")
+            sub = [n for n in names if n.endswith(" " + tag)]
+            gt = SC.geomean_by_setting(rows, rule, sub, _ok) if len(sub) > 1 else {}
+            if gt:
+                bt = max(gt, key=gt.get)
+                print(f"  {rule:10s} {tag:4s} {bt}  geomean {gt[bt]:.1f} GB/s ({100 * gt[bt] / PEAK_GBPS:.1f} %)"
+                      + (f", table {gt['table']:.1f}" if gt.get("table") else ""))
         if best != "table":
             table_cfg = SC.table_config(state, names)
             print(f"  {'':10s} -> large-tensor rule config {json.dumps(dict(table_cfg, **json.loads(best)))}")

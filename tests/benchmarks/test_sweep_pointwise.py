@@ -22,18 +22,37 @@ sys.path.insert(0, BENCH)
 import sweep_pointwise as S  # noqa: E402
 
 
-def test_variant_tables_are_well_formed():
-    known = {"BLOCK", "num_warps", "EVICT", "programs_per_sm", "HW_CVT", "FAST"}
-    cases = S.build_cases(nbx, smoke=True)
-    assert {c.rule for c in cases} == set(S.VARIANTS)
-    assert set(S.ABLATIONS) <= {c.name for c in cases}
+@pytest.mark.parametrize("group", S.GROUPS)
+def test_variant_tables_are_well_formed(group):
+    known = {"BLOCK", "num_warps", "EVICT", "programs_per_sm", "HW_CVT", "FAST", "REMAINDER_BODY", "maxnreg"}
+    cases = S.build_cases(nbx, smoke=True, group=group)
+    assert len({c.name for c in cases}) == len(cases), "a repeated case name"
+    if group != "issue4":
+        assert {c.rule for c in cases} == set(S.VARIANTS)
+        assert set(S.ABLATIONS) <= {c.name for c in cases}
     for c in cases:
         vs = c.variants()
         assert vs and all(v and set(v) <= known for v in vs), c.name
         assert len({repr(sorted(v.items())) for v in vs}) == len(vs), f"{c.name}: a repeated variant"
+        assert ("REMAINDER_BODY" in repr(vs)) == (c.op == "remainder"), c.name
         for v in vs:
             assert v.get("BLOCK", 1024) % (32 * v.get("num_warps", 1)) == 0 or "num_warps" not in v, v
-            assert set(S.smoke_settings(v)) == set(v) and S.smoke_settings(v).get("BLOCK", 0) <= 32
+            sm = S.smoke_settings(v)
+            assert set(sm) == set(v) - set(S.INTERPRETER_DROPS) and sm.get("BLOCK", 0) <= 32
+
+
+def test_issue4_group_covers_the_brief():
+    """remainder's three bodies on bf16 and f32; BLOCK {1024, 2048, 4096} x num_warps {4, 8} for abs, neg, exp, add,
+    mul by a scalar and clamp in both dtypes, the tensors >= 256 MiB."""
+    cases = {c.name: c for c in S.build_cases(nbx, smoke=False, group="issue4")}
+    for tag in ("bf16", "f32"):
+        bodies = {v.get("REMAINDER_BODY", 0) for v in [{}] + cases[f"remainder {tag}"].variants()}
+        assert bodies == {0, 1, 2}
+        for op in ("abs", "neg", "exp", "add", "mul scalar", "clamp"):
+            c = cases[f"{op} {tag}"]
+            grid = {(v.get("BLOCK", 4096), v.get("num_warps", 8)) for v in [{}] + c.variants()}
+            assert {(b, w) for b in (1024, 2048, 4096) for w in (4, 8)} <= grid, op
+            assert all(s.nbytes >= 256 << 20 for s in c.specs), op
 
 
 def test_checks_tell_match_from_mismatch():
@@ -51,10 +70,11 @@ def test_smoke_run_writes_checked_rows(tmp_path):
     env = dict(os.environ, NBX_TRITON_INTERPRET="1", PYTHONPATH=os.path.join(REPO, "src"))
     proc = subprocess.run([sys.executable, os.path.join(BENCH, "sweep_pointwise.py"), "--device", "cpu", "--smoke",
                            "--out", str(tmp_path), "--cases", "mish,cast bf16->fp8", "--budget-s", "0",
-                           "--no-numerics"], capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
+                           "--no-numerics", "--group", "activations"],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = list(csv.DictReader(open(tmp_path / "sweep_pointwise.csv", encoding="utf-8")))
-    cases = {c.name: c for c in S.build_cases(nbx, smoke=True)}
+    cases = {c.name: c for c in S.build_cases(nbx, smoke=True, group="activations")}
     assert {r["case"] for r in rows} == {"mish", "cast bf16->fp8"}
     assert len(rows) == sum(1 + len(cases[n].variants()) for n in ("mish", "cast bf16->fp8"))
     assert all(r["status"].startswith("ok") for r in rows), [r["status"] for r in rows]
@@ -64,3 +84,22 @@ def test_smoke_run_writes_checked_rows(tmp_path):
     assert any(r["settings"] == '{"HW_CVT":0}' and r["status"] == "ok (bits)" for r in rows)
     assert all(float(r["p50_ms"]) > 0 and r["table_config"] for r in rows)
     assert "per rule, best geometric mean" in proc.stdout and len(proc.stdout.splitlines()) < 120
+
+
+@pytest.mark.skipif(os.environ.get("NBX_TRITON_INTERPRET", "0") == "1", reason="runs its own interpreter process")
+def test_issue4_smoke_run_checks_the_remainder_bodies(tmp_path):
+    """The default group through the interpreter: the remainder numerics pass (bodies 1 and 2 against the table
+    body, bit for bit) reports no mismatch, and every remainder variant's output equals the table's bits."""
+    env = dict(os.environ, NBX_TRITON_INTERPRET="1", PYTHONPATH=os.path.join(REPO, "src"))
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "sweep_pointwise.py"), "--device", "cpu", "--smoke",
+                           "--out", str(tmp_path), "--cases", "remainder bf16,abs f32", "--budget-s", "0"],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    num = [ln for ln in proc.stdout.splitlines() if "vs the table body" in ln]
+    assert len(num) == 3 and all("body 1: ok; body 2: ok" in ln for ln in num), num
+    rows = list(csv.DictReader(open(tmp_path / "sweep_pointwise.csv", encoding="utf-8")))
+    cases = {c.name: c for c in S.build_cases(nbx, smoke=True, group="issue4")}
+    assert len(rows) == sum(1 + len(cases[n].variants()) for n in ("remainder bf16", "abs f32"))
+    assert all(r["status"].startswith("ok") for r in rows), [r["status"] for r in rows]
+    assert any('"REMAINDER_BODY":2' in r["settings"] and r["status"] == "ok (bits)" for r in rows)
+    assert len(proc.stdout.splitlines()) < 120

@@ -635,6 +635,80 @@ def test_floor_divide_and_remainder_large_quotients(dt, device):
         assert ok.all(), (name, a[~ok][:5], b[~ok][:5], g[~ok][:5], exp[~ok][:5])
 
 
+def _kernels_run(device) -> bool:
+    """Whether ops on ``device`` run the Triton kernels (the interpreter tier or a GPU), not the NumPy ones."""
+    return H.INTERPRET or str(device).startswith("cuda")
+
+
+@pytest.mark.parametrize("body", [1, 2], ids=["per-element-fallback", "per-block-fallback"])
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16, T.float32], ids=["bfloat16", "float16", "float32"])
+def test_remainder_fast_bodies_equal_aten_bit_for_bit(dt, body, device):
+    """remainder's alternative bodies (launch config REMAINDER_BODY 1 and 2: one approximate reciprocal, an
+    integer quotient by the 1.5 * 2**23 trick, two fmas, an exact certificate and ATen's fmod body where it fails)
+    equal ATen's formula computed in float32 (rounded once to the 16-bit dtype), bit for bit: every float16 /
+    bfloat16 dividend against special divisors (signed zeros, infinities, NaN, subnormal extremes, the largest
+    value, odd mantissas) and random ones, all in one launch so certified and fallback elements share blocks;
+    float32 pairs with exact multiples and their neighbours, quotients from 2**-20 to 2**40 (the fallback beyond
+    2**22), subnormal, huge (reciprocal flushed to zero) and non-finite operands."""
+    from nbxtensor.ops.elementwise import _np_remainder
+    from nbxtensor.runtime import configs
+    if not _kernels_run(device):
+        pytest.skip("the bodies are Triton kernels: interpreter tier or GPU")
+    rng = np.random.default_rng(21)
+    if dt is not T.float32:
+        a16 = np.arange(1 << 16, dtype=np.uint16).view(dt.numpy).astype(np.float32)
+        divs = _divisors16(dt, 2 if H.QUICK else 16, seed=31 + (dt is T.float16))
+        a, b = np.tile(a16, len(divs)), np.repeat(divs, len(a16))
+    else:
+        n = 4000 if H.QUICK else 40000
+        b = (rng.standard_normal(n) * np.exp2(rng.integers(-20, 21, n))).astype(np.float32)
+        a = (b.astype(np.float64) * rng.uniform(-1, 1, n) * np.exp2(rng.integers(-20, 41, n))).astype(np.float32)
+        k = n // 8
+        a[:k] = (b[:k].astype(np.float64) * rng.integers(-5000, 5000, k)).astype(np.float32)  # exact multiples
+        a[k:2 * k] = np.nextafter(a[:k], np.float32(np.inf))
+        a[2 * k:3 * k] = np.nextafter(a[:k], np.float32(-np.inf))
+        sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-40, 1.17549435e-38, 3.4e38, -3.4e38,
+                       2.0 ** 126, -2.0 ** 127, 1.0, -1.0, 3.0, 4194304.0, -4194303.5, 8388609.0, -1e-10], np.float32)
+        m = len(sp)
+        a[3 * k:3 * k + m * m], b[3 * k:3 * k + m * m] = np.repeat(sp, m), np.tile(sp, m)
+    with np.errstate(all="ignore"):
+        exp = cast_array(_np_remainder(a, b).astype(np.float32), T.float32, dt)
+    ta = nbx.from_numpy(cast_array(a, T.float32, dt)).to(device)
+    tb = nbx.from_numpy(cast_array(b, T.float32, dt)).to(device)
+    with configs.override("pointwise", REMAINDER_BODY=body, BLOCK=1 << 14):
+        got = (ta % tb).cpu().numpy()
+    ok = _same_bits(got.astype(np.float32), exp.astype(np.float32))
+    assert ok.all(), (int((~ok).sum()), a[~ok][:5], b[~ok][:5], got[~ok][:5], exp[~ok][:5])
+
+
+def test_remainder_body_config_selects_the_kernel_body(monkeypatch):
+    """REMAINDER_BODY picks remainder's body (0 or absent: ATen's fmod formula, the table; 1, 2: the fast bodies)
+    for floating compute; other ops launched under the same rule ignore the key; a value with no body is refused."""
+    from nbxtensor.ops import elementwise as E
+    from nbxtensor.ops import pointwise as PW
+    from nbxtensor.runtime import configs
+    got = []
+    monkeypatch.setattr(PW, "launch", lambda kernel, grid, *args, **meta: got.append(meta["BODY"]))
+    x = nbx.tensor([5.0, -3.0], dtype=nbx.bfloat16)
+    rec = registry.get("remainder")
+    prom = promote("default", x, x)
+    for v, body in ((None, E._remainder_b), (0, E._remainder_b), (1, E._remainder_fast_elem_b),
+                    (2, E._remainder_fast_block_b)):
+        got.clear()
+        if v is None:
+            rec.triton(nbx.empty(2, dtype=nbx.bfloat16), [x, x], prom, {})
+        else:
+            with configs.override("pointwise", REMAINDER_BODY=v):
+                rec.triton(nbx.empty(2, dtype=nbx.bfloat16), [x, x], prom, {})
+        assert got == [body], v
+    with configs.override("pointwise", REMAINDER_BODY=2):
+        got.clear()
+        registry.get("add").triton(nbx.empty(2, dtype=nbx.bfloat16), [x, x], prom, {"alpha": 1})
+        assert got == [E._add_b]  # the key is dropped, not passed to the kernel
+    with configs.override("pointwise", REMAINDER_BODY=3), pytest.raises(ValueError, match="REMAINDER_BODY=3"):
+        rec.triton(nbx.empty(2, dtype=nbx.bfloat16), [x, x], prom, {})
+
+
 def test_16bit_floor_division_takes_the_general_body_for_other_operands(device):
     """The no-fmod body needs operands that are values of the 16-bit output dtype: a Python scalar that
     bfloat16 cannot hold (0.1, computed in float32) or a float32 output keeps the general body, and the results

@@ -369,6 +369,49 @@ def test_sm90_ptx_ieee_regressions(case, monkeypatch):
             assert ieee_violations(ftz), name
 
 
+def _compile_contiguous_sm90(body, tl_name: str, block: int, num_warps: int):
+    """The two-operand generator kernel on contiguous operands and output of Triton dtype ``tl_name`` (``"bf16"``)
+    with ``body``, compiled for sm_90 as a large launch would be: pointers and the element count divisible by 16
+    (Triton's launch-time specialisation, which lets the loads be 128-bit vectors)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from nbxtensor.ops.triton_helpers import IEEE_OPTIONS
+    k = PW._pw2
+    meta = dict(BODY=body, CT=tl.float32, RANK=0, OM=0, M0=0, M1=0, RAW=0, I64=False, BLOCK=block, HW=True, EVICT=0,
+                PERSIST=False)
+    sig, consts, attrs = {}, {}, {}
+    for i, p in enumerate(k.params):
+        if p.name in meta:
+            sig[p.name], consts[p.name] = "constexpr", meta[p.name]
+        elif p.name in ("OUT", "X0", "X1"):
+            sig[p.name], attrs[(i,)] = "*" + tl_name, [["tt.divisibility", 16]]
+        else:
+            sig[p.name] = p.annotation_type or "i32"
+            if p.name == "N":
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = triton.compiler.ASTSource(fn=k, signature=sig, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps, **IEEE_OPTIONS))
+
+
+@pytest.mark.skipif(H.INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler")
+@pytest.mark.parametrize("body", [0, 1, 2])
+def test_remainder_bodies_compile_for_sm90(body):
+    """remainder's bodies (REMAINDER_BODY 0: ATen's fmod formula; 1, 2: the fast bodies) compile for sm_90 on a
+    large contiguous bfloat16 launch with the table's schedule (BLOCK 4096, 8 warps): 128-bit loads and stores,
+    no local memory, IEEE float semantics (the fast path's rcp.approx.ftz.f32 is an estimate the certificate
+    checks exactly, as libdevice's own); the fast bodies carry the reciprocal and the 1.5 * 2**23 rounding."""
+    import re
+    from nbxtensor.ops import elementwise as E
+    fn = {0: E._remainder_b, 1: E._remainder_fast_elem_b, 2: E._remainder_fast_block_b}[body]
+    c = _compile_contiguous_sm90(fn, "bf16", 4096, 8)
+    sass, ptx = c.asm["sass"], c.asm["ptx"]
+    assert re.findall(r"LDG\.E\.128", sass) and re.findall(r"STG\.E\.128", sass), "loads/stores not 128-bit"
+    assert not re.findall(r"\b(?:LDL|STL)\b", sass), "local memory (spills)"
+    assert_ieee_like_nvcc(c, f"remainder body {body}")
+    if body:
+        assert "rcp.approx.ftz.f32" in ptx and re.search(r"0f4B400000", ptx), "fast path missing"
+
+
 CAST_PAIRS = [(s, d) for s in (T.float32, T.float64, T.bfloat16, T.float16, T.float8_e4m3fn, T.float8_e5m2, T.int64,
                                T.uint8, T.bool_)
               for d in (T.float8_e4m3fn, T.float8_e5m2, T.bfloat16, T.float16, T.int8, T.uint64, T.bool_, T.float32)
