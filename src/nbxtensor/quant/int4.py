@@ -41,6 +41,12 @@ multiplies by it in float64.
   packed bytes, the scales and ``x`` once. The epilogue (:mod:`nbxtensor.ops.matmul`'s) adds the bias, applies
   the activation (silu for a gate projection) and adds a residual (which may be the output:
   ``h = linear(x, residual=h, out=h)``), rounding once.
+- ``_int4_gemv_w_kernel`` (config key ``WORD_DECODE``, default off; group 32, 16-bit activations): the same
+  product with fewer instructions per packed byte (sm_90: about 7 against 12): the packed bytes read as 16-bit
+  halfwords joined into int32 words, each word's 8 codes decoded with 4 shifts and 8 ``lop3`` in inline PTX (low
+  nibbles as ``16 + q/16``, high nibbles as ``1 + q/16``: ``sum q x = 16 (sum w x - 16 sum_lo x - sum_hi x)``),
+  one FFMA chain per word, ``x`` converted and summed once for all of a thread's rows, no shared memory in the
+  loop; ``PERSIST``: fewer programs than row tiles, each looping over them.
 - ``_int4_dequant_kernel`` (prefill, ``M > MAX_M``): writes ``W`` in the activation dtype into a scratch
   buffer, then the GEMM of :mod:`nbxtensor.ops.matmul` runs (dequantize-then-GEMM; the scratch is ``N * K``
   elements of the activation dtype for one call).
