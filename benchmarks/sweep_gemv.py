@@ -93,11 +93,16 @@ def _v(name, **s):
 # tile ends (sm_90: 63 registers at BLOCK_N 4 x (4 x 256), so 8 CTAs of 4 warps or 4 of 8 warps fit an SM and
 # every P below is resident at once; 8 LDG.E.128 in flight per thread before the first FFMA and the next ones
 # issued before this chunk's FFMAs): no per-tile CTA start, no partial last wave (3584 tiles of 4096->14336 over
-# 132 * 4 programs: 7 tiles at most against 6.8 on average).
+# 132 * 4 programs: 7 tiles at most against 6.8 on average). Fewer warps for the same tile (w1, w2): a thread
+# holds 4 (2) rows, so x is loaded and converted once for them (the table's 4 warps load x once per row):
+# 16 LDG.E.EF.128 of weight + 4 of x in flight per thread, 128 registers, 1.75 SASS instructions per weight byte
+# (w2: 8 + 4, 79 registers, 2.0), against 4 + 4, 56 registers, 2.6 for the table.
 GEMV_KERNEL = [
     _v("table"),
     _v("persist4", PERSIST=4),
     _v("persist3", PERSIST=3),
+    _v("n4 k256 u4 w1", BLOCK_N=4, BLOCK_K=256, UNROLL=4, PREFETCH=False, num_warps=1),
+    _v("n4 k256 u4 w2", BLOCK_N=4, BLOCK_K=256, UNROLL=4, PREFETCH=False, num_warps=2),
     _v("persist4 n8 w8", PERSIST=4, BLOCK_N=8, BLOCK_K=256, UNROLL=4, num_warps=8),
     _v("persist2 n8 w8", PERSIST=2, BLOCK_N=8, BLOCK_K=256, UNROLL=4, num_warps=8),
     _v("persist6", PERSIST=6),
