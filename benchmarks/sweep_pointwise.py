@@ -122,14 +122,17 @@ GRID = [
     {"BLOCK": 2048, "num_warps": 8, "programs_per_sm": 8},   # persistent grid-stride, 64 warps per SM
 ]
 # remainder (REMAINDER_BODY: 0 ATen's fmod body, the table; 1 the fast body with a per-element fmod fallback;
-# 2 the fast body with a per-block fallback; ops/elementwise.py). The table body at 4096 / 8 warps uses 60
-# registers (32 warps per SM); at 2048 / 8 it uses 34.
+# 2 the fast body with a per-block fallback; ops/elementwise.py). sm_90 registers per thread (bf16): body 0 at
+# 4096 / 8 warps 60 (32 warps per SM), at 2048 / 8 34; body 1: 71, 48, 29 at 4096 / 2048 / 1024 with 8 warps;
+# body 2: 119, 61, 33 (two bar.sync per tile; none with one warp).
 REMAINDER_VARIANTS = [
     {"REMAINDER_BODY": 2},
     {"REMAINDER_BODY": 1},
     {"BLOCK": 2048, "num_warps": 8},                          # the table body at 34 registers (48 warps per SM)
     {"REMAINDER_BODY": 2, "BLOCK": 2048, "num_warps": 8},
     {"REMAINDER_BODY": 1, "BLOCK": 2048, "num_warps": 8},
+    {"REMAINDER_BODY": 2, "BLOCK": 1024, "num_warps": 8},     # 4 per thread: 33 registers (bf16: 8-byte loads)
+    {"REMAINDER_BODY": 1, "BLOCK": 1024, "num_warps": 8},     # 29 registers: full occupancy
     {"REMAINDER_BODY": 2, "BLOCK": 256, "num_warps": 1, "programs_per_sm": 32},  # 1-warp blocks: no barrier
     {"REMAINDER_BODY": 2, "BLOCK": 1024, "num_warps": 4},
     {"BLOCK": 1024, "num_warps": 4},
