@@ -22,6 +22,8 @@ Rows:
   single call carries its whole launch latency). Before the start event the device is kept busy (a 1 GiB fill)
   so that the host has queued the launches before the first one starts; ``host_enqueue_us`` (the host's time to
   issue them) above ``p50_us`` would mean the stream measured the host, and the row says ``host_bound``.
+- ``--gemv-config`` / ``--int4-config`` JSON: settings laid over the table's rule (a sweep's winner, before it is
+  written into runtime/configs/sm90.json); those rows then replay the recorded kernel launches and say so.
 
 Usage: ``PYTHONPATH=src python benchmarks/bench_generate.py [--device cpu|cuda] [--tokens 64] [--reps 3]
 [--dequantize] [--no-peer] [--json] [--gemv-only] [--stream-layers 4]``; ``--gemv-only --smoke --device cpu``
@@ -131,9 +133,31 @@ def _row(name: str, times: list, nbytes: int, **extra) -> dict:
             "pct_of_4.8TB/s": 100 * gbps / 4800.0, **extra}
 
 
-def _stream(nbx, clock, sync, timing, name: str, calls: list, nbytes: int, layers: int, per_layer: int) -> dict:
-    """The ``calls`` launched back to back between one event pair (see the module docstring)."""
+def _recorded(calls: list) -> list:
+    """Each call's kernel launches, recorded once (run) and returned as replays of those launches (the same
+    compiled kernels and buffers): a call under a config override takes the general host path, slower than a
+    launch plan, so the stream would time the host."""
+    from nbxtensor.ops import matmul as MM
+    out, real = [], MM.launch
+    for c in calls:
+        got = []
+        MM.launch = lambda k, g, *a, **m: (got.append((k, g, a, m)), real(k, g, *a, **m))[1]
+        try:
+            c()
+        finally:
+            MM.launch = real
+        out += [lambda k=k, g=g, a=a, m=m: real(k, g, *a, **m) for k, g, a, m in got]
+    return out
+
+
+def _stream(nbx, clock, sync, timing, name: str, calls: list, nbytes: int, layers: int, per_layer: int,
+            replay: bool = False) -> dict:
+    """The ``calls`` launched back to back between one event pair (see the module docstring); ``replay``: their
+    recorded launches (:func:`_recorded`)."""
     import harness as H
+    n_calls = len(calls)
+    if replay:
+        calls = _recorded(calls)
     batch = lambda: [c() for c in calls]  # noqa: E731
     times = H.run_benchmark(batch, clock, timing)
     sync()
@@ -141,16 +165,31 @@ def _stream(nbx, clock, sync, timing, name: str, calls: list, nbytes: int, layer
     batch()
     host_us = (time.perf_counter() - t0) * 1e6
     sync()
-    r = _row(f"{name}.layer_stream[{layers}x{per_layer}]", times, nbytes, calls=len(calls), MB=nbytes / 1e6,
-             host_enqueue_us=host_us)
-    r["per_call_us"] = r["p50_us"] / len(calls)
+    r = _row(f"{name}.layer_stream[{layers}x{per_layer}]" + (" (replayed launches)" if replay else ""), times,
+             nbytes, calls=n_calls, MB=nbytes / 1e6, host_enqueue_us=host_us)
+    r["per_call_us"] = r["p50_us"] / n_calls
     r["host_bound"] = host_us > r["p50_us"]
     return r
 
 
-def bench_gemv(device: str, smoke: bool = False, stream_layers: int = 4, bf16: bool = True) -> list[dict]:
+def bench_gemv(device: str, smoke: bool = False, stream_layers: int = 4, bf16: bool = True,
+               gemv_config: dict | None = None, int4_config: dict | None = None) -> list[dict]:
     """The GEMV rows (module docstring): single calls on Llama-3-8B shapes (primary), then the layer streams.
-    ``smoke``: tiny shapes and the host clock (``--device cpu`` under the interpreter)."""
+    ``smoke``: tiny shapes and the host clock (``--device cpu`` under the interpreter). ``gemv_config`` /
+    ``int4_config``: settings laid over the config table's ``gemv`` / ``int4_gemv`` rule (e.g. a sweep's winner
+    before it is written into the table); the rows then time the recorded launches (the general host path of a
+    call under an override is slower than the launch plans a decode step uses) and their names say so."""
+    import contextlib
+    from nbxtensor.runtime.configs import override
+    with contextlib.ExitStack() as st:
+        if gemv_config:
+            st.enter_context(override("gemv", **gemv_config))
+        if int4_config:
+            st.enter_context(override("int4_gemv", **int4_config))
+        return _bench_gemv(device, smoke, stream_layers, bf16, bool(gemv_config), bool(int4_config))
+
+
+def _bench_gemv(device: str, smoke: bool, stream_layers: int, bf16: bool, bf16_set: bool, int4_set: bool):
     import harness as H
     import nbxtensor as nbx
     rng = np.random.default_rng(0)
@@ -170,22 +209,25 @@ def bench_gemv(device: str, smoke: bool = False, stream_layers: int = 4, bf16: b
     shapes = SMOKE_SHAPES if smoke else GEMV_SHAPES
     layer = SMOKE_LAYER if smoke else LAYER
     rows = []
+    tag = {True: " (config override, replayed launch)", False: ""}
     for N, K in shapes:
         call, nbytes = _int4_case(nbx, device, rng, N, K)
-        rows.append(_row(f"int4_gemv.{N}x{K}", H.run_benchmark(call, clock, timing), nbytes))
+        call = _recorded([call])[0] if int4_set else call
+        rows.append(_row(f"int4_gemv.{N}x{K}{tag[int4_set]}", H.run_benchmark(call, clock, timing), nbytes))
     if bf16:
         for N, K in shapes:
             call, nbytes = _bf16_case(nbx, device, N, K)
-            rows.append(_row(f"bf16_gemv.{N}x{K}", H.run_benchmark(call, clock, timing), nbytes))
+            call = _recorded([call])[0] if bf16_set else call
+            rows.append(_row(f"bf16_gemv.{N}x{K}{tag[bf16_set]}", H.run_benchmark(call, clock, timing), nbytes))
     if stream_layers > 0:
         cases = [_int4_case(nbx, device, rng, N, K) for _ in range(stream_layers) for _, N, K in layer]
         rows.append(_stream(nbx, stream_clock, sync, timing, "int4_gemv", [c for c, _ in cases],
-                            sum(b for _, b in cases), stream_layers, len(layer)))
+                            sum(b for _, b in cases), stream_layers, len(layer), replay=int4_set))
         del cases
         if bf16:
             cases = [_bf16_case(nbx, device, N, K) for _ in range(stream_layers) for _, N, K in layer]
             rows.append(_stream(nbx, stream_clock, sync, timing, "bf16_gemv", [c for c, _ in cases],
-                                sum(b for _, b in cases), stream_layers, len(layer)))
+                                sum(b for _, b in cases), stream_layers, len(layer), replay=bf16_set))
     return rows
 
 
@@ -202,6 +244,10 @@ def main() -> int:
     ap.add_argument("--gemv-only", action="store_true", help="only the GEMV rows (CUDA; the cpu with --smoke)")
     ap.add_argument("--stream-layers", type=int, default=4, help="layers of the layer-stream rows (0: none)")
     ap.add_argument("--no-bf16", action="store_true", help="leave out the bfloat16 GEMV rows")
+    ap.add_argument("--gemv-config", type=json.loads, default=None, help="JSON settings laid over the gemv table "
+                    "rule for the GEMV rows, e.g. '{\"PERSIST\": 4}' (rows then time recorded launches)")
+    ap.add_argument("--int4-config", type=json.loads, default=None, help="JSON settings laid over the int4_gemv "
+                    "table rule, e.g. '{\"WORD_DECODE\": true, \"BLOCK_N\": 16}'")
     ap.add_argument("--smoke", action="store_true", help="GEMV rows on tiny shapes (with --device cpu under "
                     "NBX_TRITON_INTERPRET=1: a host smoke test)")
     args = ap.parse_args()
@@ -215,7 +261,8 @@ def main() -> int:
         if r:
             rows.append(r)
     if dev.startswith("cuda") or (args.smoke and args.gemv_only):
-        rows += bench_gemv(dev, smoke=args.smoke, stream_layers=args.stream_layers, bf16=not args.no_bf16)
+        rows += bench_gemv(dev, smoke=args.smoke, stream_layers=args.stream_layers, bf16=not args.no_bf16,
+                           gemv_config=args.gemv_config, int4_config=args.int4_config)
     if args.json:
         print(json.dumps(rows))
         return 0

@@ -34,3 +34,17 @@ def test_gemv_rows_smoke():
     assert abs(st["MB"] * 1e6 - want) < 1
     assert st["GB/s"] > 0 and st["p50_us"] > 0 and st["per_call_us"] * st["calls"] == pytest.approx(st["p50_us"])
     assert isinstance(st["host_bound"], bool)
+
+
+@pytest.mark.skipif(INTERPRET, reason="runs its own interpreter process")
+def test_gemv_rows_smoke_with_config_override():
+    """--int4-config lays settings over the table (here the word-decode kernel) and the rows replay the recorded
+    launches (their names say so)."""
+    env = dict(os.environ, NBX_TRITON_INTERPRET="1", PYTHONPATH=os.path.join(REPO, "src"))
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "bench_generate.py"), "--device", "cpu", "--gemv-only",
+                           "--smoke", "--no-bf16", "--stream-layers", "1", "--json", "--int4-config",
+                           '{"WORD_DECODE": true, "BLOCK_K": 64, "BLOCK_N": 4}'],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [r["row"] for r in json.loads(proc.stdout.strip().splitlines()[-1])]
+    assert len(rows) == 3 and all("replayed" in r for r in rows), rows
