@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import nbxtensor as nbx
 from nbxtensor.runtime import launcher as L
-from nbxtensor.tensor.core import new_empty
+from nbxtensor.tensor.core import make_tensor, new_empty
 
 
 def _t(*shape):
     return new_empty(shape, nbx.float32, nbx.device("cpu"))
+
+
+def _plan(rec, tensors, result):
+    return L.make_launch_plan(rec, tensors, result, make_tensor)
 
 
 def _spy(monkeypatch):
@@ -40,7 +44,7 @@ def test_recordings_nest_and_collect_scratch():
 def test_a_two_launch_plan_replays_with_new_results_and_workspaces(monkeypatch):
     x, y, ws = _t(8), _t(2), _t(3)
     r = _rec([("stage1", (2, 3), (x, x, ws, 8, 1.5), {"S": 1}), ("stage2", (2,), (ws, y, 3), {"S": 2})], [ws])
-    plan = L.make_launch_plan(r, (x,), y)
+    plan = _plan(r, (x,), y)
     assert plan is not None and len(plan.steps) == 2
     calls = _spy(monkeypatch)
     x2 = _t(8)
@@ -57,17 +61,17 @@ def test_tuple_results_keep_their_type(monkeypatch):
     _spy(monkeypatch)
     x, a, b = _t(8), _t(2), _t(2)
     res = return_types.max(a, b)
-    plan = L.make_launch_plan(_rec([("k", (1,), (x, a, b), {})]), (x,), res)
+    plan = _plan(_rec([("k", (1,), (x, a, b), {})]), (x,), res)
     got = plan(_t(8))
     assert type(got) is type(res) and got[0]._storage is not a._storage and got.indices.shape == b.shape
-    assert L.make_launch_plan(_rec([("k", (1,), (x, a, b), {})]), (x,), (a, None, b))(_t(8))[1] is None
+    assert _plan(_rec([("k", (1,), (x, a, b), {})]), (x,), (a, None, b))(_t(8))[1] is None
 
 
 def test_unreplayable_recordings_make_no_plan():
     x, y, tmp = _t(8), _t(2), _t(8)
-    assert L.make_launch_plan(_rec([]), (x,), y) is None                                    # nothing launched
-    assert L.make_launch_plan(_rec([("cast", (1,), (x, tmp), {}), ("k", (1,), (tmp, y), {})]), (x,), y) is None
-    assert L.make_launch_plan(_rec([("k", (1,), (x, 3, y), {})]), (x,), y) is None        # tensor after a scalar
-    assert L.make_launch_plan(_rec([("k", (1,), (x[1:], y), {})]), (x,), y) is None       # another offset
-    assert L.make_launch_plan(_rec([("k", (1,), (x, y), {})]), (x,), "not a tensor") is None
-    assert L.make_launch_plan(_rec([("k", (1,), (x, x), {})]), (x,), x) is None           # result is the input
+    assert _plan(_rec([]), (x,), y) is None                                    # nothing launched
+    assert _plan(_rec([("cast", (1,), (x, tmp), {}), ("k", (1,), (tmp, y), {})]), (x,), y) is None
+    assert _plan(_rec([("k", (1,), (x, 3, y), {})]), (x,), y) is None        # tensor after a scalar
+    assert _plan(_rec([("k", (1,), (x[1:], y), {})]), (x,), y) is None       # another offset
+    assert _plan(_rec([("k", (1,), (x, y), {})]), (x,), "not a tensor") is None
+    assert _plan(_rec([("k", (1,), (x, x), {})]), (x,), x) is None           # result is the input

@@ -1915,7 +1915,7 @@ def _planned(driver, first: str):
             if (d.type == "cuda" or interpreting()) and not _OVERRIDES:
                 with Recording() as r:
                     res = driver(rec, args)
-                plan = make_launch_plan(r, (x,), res)
+                plan = make_launch_plan(r, (x,), res, make_tensor)
                 if len(cache) >= _PLAN_LIMIT:
                     cache.clear()
                 cache[key] = plan or _NO_PLAN

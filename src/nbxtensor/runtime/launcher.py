@@ -20,7 +20,6 @@ from .triton_compat import INTERPRET, require_triton
 
 __all__ = ["launch", "launch_tail", "Tail", "interpreting", "Recording", "scratch", "LaunchPlan", "make_launch_plan"]
 
-_make_tensor = None  # tensor.core.make_tensor (imported when the first plan is made: no import cycle)
 _TLS = threading.local()  # .rec: the launches of the open Recording of this thread (a list), .scratch its scratch
 
 
@@ -161,18 +160,19 @@ class LaunchPlan:
     launch in order and returns the results in the recorded structure (a tensor, or a tuple/namedtuple of them).
     CUDA launches go through :func:`launch_tail` with one :class:`Tail` per step, fixed at planning."""
 
-    __slots__ = ("steps", "fresh", "result", "backend", "device", "n")
+    __slots__ = ("steps", "fresh", "result", "backend", "device", "n", "make")
 
-    def __init__(self, steps, fresh, result, device, n):
+    def __init__(self, steps, fresh, result, device, n, make):
         from ..device.base import backend_for
         self.steps, self.fresh, self.result, self.device, self.n = steps, fresh, result, device, n
         self.backend = backend_for(device)
+        self.make = make
 
     def __call__(self, *tensors):
-        alloc, dev = self.backend.allocate, self.device
+        alloc, dev, make = self.backend.allocate, self.device, self.make
         env = list(tensors)
         for nb, shape, stride, off, dt in self.fresh:
-            env.append(_make_tensor(alloc(nb, dev), shape, stride, off, dt))
+            env.append(make(alloc(nb, dev), shape, stride, off, dt))
         for kernel, grid, pick, consts, meta, tail in self.steps:
             args = pick(env)
             if tail is not None:
@@ -186,22 +186,20 @@ class LaunchPlan:
         return cls(*vals) if kind == 2 else cls(vals)
 
 
-def make_launch_plan(rec: Recording, tensors: tuple, result):
+def make_launch_plan(rec: Recording, tensors: tuple, result, make):
     """A :class:`LaunchPlan` of the call recorded in ``rec`` (one or more launches), or ``None`` when it cannot be
     replayed safely: no launch; a tensor argument that is not at the address (storage, offset, dtype) of exactly
     one of the caller's ``tensors``, a result tensor or a declared :func:`scratch` tensor; a tensor argument after
     a scalar; an empty tensor; results that are not a tensor or a tuple of tensors/``None`` on new storages.
 
     Everything else a launch takes (scalars, constexprs, grid) becomes a constant, so the caller keys plans on all
-    that determines them (shapes, strides, dtypes, devices, options, config overrides)."""
-    global _make_tensor
-    from ..tensor.core import Tensor, make_tensor
-    _make_tensor = make_tensor
-    if not rec.launches or any(t is None or not isinstance(t, Tensor) or t.numel() == 0 for t in tensors):
+    that determines them (shapes, strides, dtypes, devices, options, config overrides). ``make(storage, shape,
+    stride, offset, dtype)`` builds a tensor (``tensor.core.make_tensor``; the runtime layer sits below tensors)."""
+    if not rec.launches or any(t is None or not _is_tensor(t) or t.numel() == 0 for t in tensors):
         return None
-    if isinstance(result, Tensor):
+    if _is_tensor(result):
         res = (0, None, [result])
-    elif isinstance(result, tuple) and all(r is None or isinstance(r, Tensor) for r in result):
+    elif isinstance(result, tuple) and all(r is None or _is_tensor(r) for r in result):
         res = (2 if hasattr(result, "_fields") else 1, type(result), list(result))
     else:
         return None
@@ -228,7 +226,7 @@ def make_launch_plan(rec: Recording, tensors: tuple, result):
     for kernel, grid, args, meta in rec.launches:
         slots, consts, lead = [], [], True
         for a in args:
-            if isinstance(a, Tensor):
+            if _is_tensor(a):
                 i = slot(a) if lead else None
                 if i is None:
                     return None
@@ -251,4 +249,5 @@ def make_launch_plan(rec: Recording, tensors: tuple, result):
     if any(r is not None and (r._shape != known[i]._shape or r._stride != known[i]._stride)
            for r, i in zip(vals, idx)):
         return None
-    return LaunchPlan(tuple(steps), fresh, (kind, cls, idx[0] if kind == 0 else idx), outs[0].device, n)
+    return LaunchPlan(tuple(steps), fresh, (kind, cls, idx[0] if kind == 0 else idx), outs[0].device, n, make)
+
