@@ -1,13 +1,11 @@
 """Sweep of the launch settings of the pointwise kernels on the GPU (issue 4's elementwise, activation and cast rows).
 
-Groups (``--group``): ``issue4`` (the default) times ``remainder``'s bodies (``REMAINDER_BODY`` 0, the table:
-ATen's fmod formula; 1 and 2: the fast body of ops/elementwise.py with a per-element or per-block fmod fallback)
-with their schedules on bfloat16 32768x8192 and float32 16384x8192 (a ``nonzero`` divisor, as bench_ops.py), and
-BLOCK in {1024, 2048, 4096} x num_warps {4, 8}, streaming stores and a persistent grid (GRID; 1024 / 4 warps is
-PyTorch's vectorized_elementwise_kernel: 128 threads x 8 elements) for abs, neg, exp, add, mul by a scalar and
-clamp in both dtypes; its numerics pass checks bodies 1 and 2 against the table body on the device bit
-for bit (every bfloat16 and float16 dividend against special and random divisors; float32 pairs).
-``activations`` is the earlier sweep below; ``all`` both.
+Groups (``--group``): ``issue4`` (the default) times ``remainder``'s schedules (REMAINDER_VARIANTS) on bfloat16
+32768x8192 and float32 16384x8192 (a ``nonzero`` divisor, as bench_ops.py), and BLOCK in {1024, 2048, 4096} x
+num_warps {4, 8}, streaming stores and a persistent grid (GRID; 1024 / 4 warps is PyTorch's
+vectorized_elementwise_kernel: 128 threads x 8 elements) for abs, neg, exp, add, mul by a scalar and clamp in both
+dtypes; it has no numerics pass (every variant is checked against the table's output, the table's against the
+oracle). ``activations`` is the earlier sweep below; ``all`` both.
 
 Cases of ``activations`` (bfloat16 32768x8192, the issue's >= 256 MiB tensors): ``relu``, ``copy_`` (bf16 ->
 bf16), ``add``, ``mul``, ``gelu`` (erf), ``gelu`` (tanh), ``silu``, ``mish``, ``hardtanh``, ``logsigmoid``, ``exp``,
@@ -22,13 +20,13 @@ Bytes moved: inputs read once and the output written once (the ops' cost declara
 Settings (keys of the rules; absent = the kernels' defaults):
 
 - ``BLOCK``/``num_warps``: elements per program and warps; ``BLOCK / (32 * num_warps)`` elements per thread, in
-  16-byte vectors (8 bf16). The table has 4096 / 8 warps (16 per thread) for large tensors.
+  16-byte vectors (8 bf16). The sm90 table has 1024 / 4 warps (8 per thread) for large tensors (4096 / 8 before
+  this session's sweep).
 - ``EVICT``: 1 loads with ``evict_first``; 2 also streaming (``.cs``) stores.
 - ``programs_per_sm``: a persistent grid of that many programs per SM (132 on the H200), each looping over the
   tiles (a grid that is a multiple of the SM count, no tail wave, fewer CTA launches).
 - ``HW_CVT``: 0 replaces the GPU's conversion instructions (cvt.rn.bf16x2.f32, cvt.rn.satfinite.e4m3x2.f32, ...)
   by the bit formulas the interpreter tier runs: an ablation that must give the same bits.
-- ``REMAINDER_BODY``: remainder's body (see above); ``maxnreg``: a register cap (a compile option).
 - ``FAST``: 0 replaces the 16-bit-output bodies of the smooth activations and of asinh/atan/sinh (ex2.approx /
   rcp.approx formulas, ops/activation.py and ops/elementwise.py) by the exact ones (libdevice, IEEE division):
   an ablation, compared within the tolerance.
@@ -110,7 +108,7 @@ VARIANTS = {
     ],
 }
 # The issue-4 group (the default, --group issue4): BLOCK x num_warps of simple ops at >= 256 MiB, most promising
-# first (a previous sweep put BLOCK 2048 ~2 % ahead of the table's 4096 / 8 warps); the table (4096 / 8) runs first.
+# first (a previous sweep put BLOCK 2048 ~2 % ahead of the old table's 4096 / 8 warps); the table runs first.
 GRID = [
     {"BLOCK": 1024, "num_warps": 4},    # PyTorch's vectorized_elementwise_kernel: 128 threads x 8 elements, one
                                         # (bf16) or two (f32) 16-byte vectors per thread and operand
@@ -121,22 +119,12 @@ GRID = [
     {"BLOCK": 1024, "num_warps": 4, "EVICT": 2},              # + evict_first loads, streaming (.cs) stores
     {"BLOCK": 2048, "num_warps": 8, "programs_per_sm": 8},   # persistent grid-stride, 64 warps per SM
 ]
-# remainder (REMAINDER_BODY: 0 ATen's fmod body, the table; 1 the fast body with a per-element fmod fallback;
-# 2 the fast body with a per-block fallback; ops/elementwise.py). sm_90 registers per thread (bf16): body 0 at
-# 4096 / 8 warps 60 (32 warps per SM), at 2048 / 8 34; body 1: 71, 48, 29 at 4096 / 2048 / 1024 with 8 warps;
-# body 2: 119, 61, 33 (two bar.sync per tile; none with one warp).
+# remainder (ATen's fmod body, ops/elementwise.py): sm_90 registers per thread (bf16) 60 at 4096 / 8 warps (32 warps
+# per SM), 34 at 2048 / 8. (Two branch-free float32 bodies were timed here in session 4 and dropped, slower on the
+# H200: see _remainder_b in ops/elementwise.py.)
 REMAINDER_VARIANTS = [
-    {"REMAINDER_BODY": 2},
-    {"REMAINDER_BODY": 1},
-    {"BLOCK": 2048, "num_warps": 8},                          # the table body at 34 registers (48 warps per SM)
-    {"REMAINDER_BODY": 2, "BLOCK": 2048, "num_warps": 8},
-    {"REMAINDER_BODY": 1, "BLOCK": 2048, "num_warps": 8},
-    {"REMAINDER_BODY": 2, "BLOCK": 1024, "num_warps": 8},     # 4 per thread: 33 registers (bf16: 8-byte loads)
-    {"REMAINDER_BODY": 1, "BLOCK": 1024, "num_warps": 8},     # 29 registers: full occupancy
-    {"REMAINDER_BODY": 2, "BLOCK": 256, "num_warps": 1, "programs_per_sm": 32},  # 1-warp blocks: no barrier
-    {"REMAINDER_BODY": 2, "BLOCK": 1024, "num_warps": 4},
+    {"BLOCK": 2048, "num_warps": 8},                          # 48 warps per SM
     {"BLOCK": 1024, "num_warps": 4},
-    {"REMAINDER_BODY": 2, "BLOCK": 2048, "num_warps": 8, "maxnreg": 40},
 ]
 GROUPS = ("issue4", "activations", "all")
 
@@ -272,10 +260,7 @@ def smoke_settings(settings: dict) -> dict:
     """A variant's settings for the interpreter (--smoke): BLOCK capped at 32 (six tiles of the 4x48 tensors; the
     interpreter's cost grows with the block) and one program per SM (4 there), so a persistent grid loops."""
     caps = {"BLOCK": 32, "programs_per_sm": 1}
-    return {k: (min(v, caps[k]) if k in caps else v) for k, v in settings.items() if k not in INTERPRETER_DROPS}
-
-
-INTERPRETER_DROPS = ("maxnreg",)  # compile options the interpreter does not take
+    return {k: (min(v, caps[k]) if k in caps else v) for k, v in settings.items()}
 
 
 def _bits_dtype(nbx, dt):
@@ -402,54 +387,6 @@ def numerics(nbx, dev: str, smoke: bool, out_dir: str) -> list[str]:
     return lines
 
 
-def remainder_numerics(nbx, dev: str, smoke: bool) -> list[str]:
-    """REMAINDER_BODY 1 and 2 against the table's body (ATen's fmod formula) on the device, bit for bit: every
-    bfloat16 and every float16 dividend against special divisors (signed zeros, infinities, NaN, subnormals,
-    extremes, powers of two, odd mantissas) and random ones, and float32 pairs with quotients up to 2**40, exact
-    multiples, subnormal and huge operands. Returns printed lines (count of differing elements: must be 0)."""
-    from nbxtensor.runtime.configs import override
-    rng = np.random.default_rng(7)
-    put = (lambda a: nbx.from_numpy(a).to(dev)) if dev != "cpu" else nbx.from_numpy
-    lines = []
-    for dname in ("bfloat16", "float16", "float32"):
-        dt = getattr(nbx, dname)
-        if dname != "float32":
-            step = 1 if not smoke else 251
-            a32 = np.arange(0, 1 << 16, step, dtype=np.uint32).astype(np.uint16).view(dt.numpy).astype(np.float32)
-            special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -0.5, 3.0, -3.0, 7.0, 0.1, -0.3,
-                                255.0, 1e-3, -1e-30, 1e-38, 5e-39, 1e-40, -1e-41, 3e38, -65504.0, 65504.0, 6e-8,
-                                1e-5, 2.0 ** -14, 2.0 ** -133], np.float32)
-            rand = rng.integers(0, 1 << 16, 8 if smoke else 40).astype(np.uint16).view(dt.numpy).astype(np.float32)
-            divs = np.concatenate([special, rand]).astype(np.float32)
-            a = np.tile(a32, len(divs))
-            b = np.repeat(divs, len(a32))
-        else:
-            n = 1 << (10 if smoke else 21)
-            e = rng.integers(-40, 41, n).astype(np.float64)
-            b = (rng.standard_normal(n) * np.exp2(rng.integers(-20, 21, n))).astype(np.float32)
-            a = (b.astype(np.float64) * rng.uniform(-1, 1, n) * np.exp2(e)).astype(np.float32)
-            k = n // 8  # exact multiples, their neighbours and specials
-            a[:k] = (b[:k].astype(np.float64) * rng.integers(-1000, 1000, k)).astype(np.float32)
-            a[k:2 * k] = np.nextafter(a[:k], np.float32(np.inf))
-            sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-40, 3.4e38, -3.4e38, 2.0 ** 126,
-                           2.0 ** 127, 1.0, -1.0, 4194304.0, -4194303.5], np.float32)
-            m = len(sp)
-            a[2 * k:2 * k + m * m] = np.repeat(sp, m)
-            b[2 * k:2 * k + m * m] = np.tile(sp, m)
-        ta, tb = put(a), put(b)
-        if dname != "float32":
-            ta, tb = ta.to(dt), tb.to(dt)
-        ref = nbx.remainder(ta, tb)
-        msg = []
-        for body in (1, 2):
-            with override("pointwise", REMAINDER_BODY=body):
-                got = nbx.remainder(ta, tb)
-            ok, nd = check_bits(nbx, got, ref)
-            msg.append(f"body {body}: " + ("ok" if ok else f"MISMATCH {nd} differ"))
-        lines.append(f"  remainder {dname:9s} {a.size} pairs vs the table body: " + "; ".join(msg))
-    return lines
-
-
 def _fmt(s: dict) -> str:
     return json.dumps(s, separators=(",", ":"), sort_keys=True) if s else "table"
 
@@ -465,8 +402,8 @@ def main(argv=None) -> int:
     p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     p.add_argument("--no-numerics", action="store_true", help="skip the numerics pass")
     p.add_argument("--group", default="issue4", choices=GROUPS,
-                   help="issue4 (default): remainder's bodies and the BLOCK x num_warps grid of simple ops, with the "
-                   "remainder numerics; activations: the earlier cases with the cast and fast-body numerics; all")
+                   help="issue4 (default): remainder's schedules and the BLOCK x num_warps grid of simple ops (no "
+                   "numerics pass); activations: the earlier cases with the cast and fast-body numerics; all")
     a = p.parse_args(argv)
     t0 = time.monotonic()
     import nbxtensor as nbx
@@ -478,18 +415,15 @@ def main(argv=None) -> int:
         return 2
     facts, timing, notes, clock, commit, date = st.facts, st.timing, st.notes, st.clock, st.commit, st.date
     print(f"sweep_pointwise on {facts['gpu']} (commit {commit}); budget {a.budget_s:.0f} s", flush=True)
-    if not a.no_numerics:
+    if not a.no_numerics and a.group != "issue4":
         t_num = time.monotonic()
-        lines = []
-        for fn in ((remainder_numerics,) if a.group == "issue4" else (numerics,) if a.group == "activations" else
-                   (remainder_numerics, numerics)):
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    lines += (fn(nbx, dev, a.smoke) if fn is remainder_numerics else fn(nbx, dev, a.smoke, a.out))
-            except Exception as e:  # noqa: BLE001 - record, go on to the timings
-                lines.append(f"  {fn.__name__} error: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
-                SC.log_traceback(os.path.join(a.out, "sweep_pointwise.log"), fn.__name__)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lines = numerics(nbx, dev, a.smoke, a.out)
+        except Exception as e:  # noqa: BLE001 - record, go on to the timings
+            lines = [f"  error: {type(e).__name__}: {str(e).splitlines()[0][:160]}"]
+            SC.log_traceback(os.path.join(a.out, "sweep_pointwise.log"), "numerics")
         print(f"numerics ({time.monotonic() - t_num:.0f} s):", *lines, sep="\n", flush=True)
     cases = build_cases(nbx, a.smoke, a.group)
     if a.cases:

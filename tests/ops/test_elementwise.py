@@ -640,20 +640,18 @@ def _kernels_run(device) -> bool:
     return H.INTERPRET or str(device).startswith("cuda")
 
 
-@pytest.mark.parametrize("body", [1, 2], ids=["per-element-fallback", "per-block-fallback"])
 @pytest.mark.parametrize("dt", [T.bfloat16, T.float16, T.float32], ids=["bfloat16", "float16", "float32"])
-def test_remainder_fast_bodies_equal_aten_bit_for_bit(dt, body, device):
-    """remainder's alternative bodies (launch config REMAINDER_BODY 1 and 2: one approximate reciprocal, an
-    integer quotient by the 1.5 * 2**23 trick, two fmas, an exact certificate and ATen's fmod body where it fails)
-    equal ATen's formula computed in float32 (rounded once to the 16-bit dtype), bit for bit: every float16 /
-    bfloat16 dividend against special divisors (signed zeros, infinities, NaN, subnormal extremes, the largest
-    value, odd mantissas) and random ones, all in one launch so certified and fallback elements share blocks;
-    float32 pairs with exact multiples and their neighbours, quotients from 2**-20 to 2**40 (the fallback beyond
-    2**22), subnormal, huge (reciprocal flushed to zero) and non-finite operands."""
+def test_remainder_mixed_operands_one_launch_bit_for_bit(dt, device):
+    """remainder's kernel (ATen's fmod formula computed in float32, rounded once to the 16-bit dtype) equals
+    NumPy's ATen formula bit for bit with every float16 / bfloat16 dividend against special divisors (signed
+    zeros, infinities, NaN, subnormal extremes, the largest value, odd mantissas) and random ones, all in one
+    launch so that the fma path and the fmod fallback share blocks; float32 pairs with exact multiples and their
+    neighbours, quotients from 2**-20 to 2**40 (the fmod fallback beyond 2**22), subnormal, huge and non-finite
+    operands. (These once checked the dropped fast bodies of commit 77305ea against this one.)"""
     from nbxtensor.ops.elementwise import _np_remainder
     from nbxtensor.runtime import configs
     if not _kernels_run(device):
-        pytest.skip("the bodies are Triton kernels: interpreter tier or GPU")
+        pytest.skip("the NumPy kernel is the reference itself: interpreter tier or GPU")
     rng = np.random.default_rng(21)
     if dt is not T.float32:
         a16 = np.arange(1 << 16, dtype=np.uint16).view(dt.numpy).astype(np.float32)
@@ -676,38 +674,10 @@ def test_remainder_fast_bodies_equal_aten_bit_for_bit(dt, body, device):
     ta = nbx.from_numpy(cast_array(a, T.float32, dt)).to(device)
     tb = nbx.from_numpy(cast_array(b, T.float32, dt)).to(device)
     big = {"BLOCK": 1 << 14} if H.INTERPRET else {}  # (fewer interpreted programs; the GPU keeps its schedule)
-    with configs.override("pointwise", REMAINDER_BODY=body, **big):
+    with configs.override("pointwise", **big):
         got = (ta % tb).cpu().numpy()
     ok = _same_bits(got.astype(np.float32), exp.astype(np.float32))
     assert ok.all(), (int((~ok).sum()), a[~ok][:5], b[~ok][:5], got[~ok][:5], exp[~ok][:5])
-
-
-def test_remainder_body_config_selects_the_kernel_body(monkeypatch):
-    """REMAINDER_BODY picks remainder's body (0 or absent: ATen's fmod formula, the table; 1, 2: the fast bodies)
-    for floating compute; other ops launched under the same rule ignore the key; a value with no body is refused."""
-    from nbxtensor.ops import elementwise as E
-    from nbxtensor.ops import pointwise as PW
-    from nbxtensor.runtime import configs
-    got = []
-    monkeypatch.setattr(PW, "launch", lambda kernel, grid, *args, **meta: got.append(meta["BODY"]))
-    x = nbx.tensor([5.0, -3.0], dtype=nbx.bfloat16)
-    rec = registry.get("remainder")
-    prom = promote("default", x, x)
-    for v, body in ((None, E._remainder_b), (0, E._remainder_b), (1, E._remainder_fast_elem_b),
-                    (2, E._remainder_fast_block_b)):
-        got.clear()
-        if v is None:
-            rec.triton(nbx.empty(2, dtype=nbx.bfloat16), [x, x], prom, {})
-        else:
-            with configs.override("pointwise", REMAINDER_BODY=v):
-                rec.triton(nbx.empty(2, dtype=nbx.bfloat16), [x, x], prom, {})
-        assert got == [body], v
-    with configs.override("pointwise", REMAINDER_BODY=2):
-        got.clear()
-        registry.get("add").triton(nbx.empty(2, dtype=nbx.bfloat16), [x, x], prom, {"alpha": 1})
-        assert got == [E._add_b]  # the key is dropped, not passed to the kernel
-    with configs.override("pointwise", REMAINDER_BODY=3), pytest.raises(ValueError, match="REMAINDER_BODY=3"):
-        rec.triton(nbx.empty(2, dtype=nbx.bfloat16), [x, x], prom, {})
 
 
 def test_16bit_floor_division_takes_the_general_body_for_other_operands(device):

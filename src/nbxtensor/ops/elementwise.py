@@ -1026,6 +1026,16 @@ _binary("floor_divide", None, _np_div_floor, _or_div_floor, input_="Tensor|Scala
         cpu_only_errors=("ZeroDivisionError",))
 
 
+# remainder's body is ATen's formula around libdevice's fmodf (branchy, inlined per element: sm_90 SASS of the bf16
+# kernel at BLOCK 4096 / 8 warps is 82 instructions and 13 branch/convergence instructions per element, 60
+# registers). Tried and dropped (commit 77305ea, removed after the session-4 H200 sweep): a branch-free float32
+# body bit-identical to this one (rcp.approx quotient, integer by the 1.5 * 2**23 trick, two fmas, an exact
+# per-element certificate; 12 instructions per element, 32 registers) with this body as the fallback per element
+# (1) or per block (2). benchmarks/sweep_pointwise.py on bf16 remainder of 256 MiB tensors: at BLOCK 4096 / 8 warps
+# this body 0.4785 ms, fallback per element 0.5272 ms, per block 0.6527 ms; at BLOCK 1024 / 4 warps (the sm90
+# large-tensor rule) this body 0.4361 ms, per block 0.4492 ms; on float32 the best alternative gained 0.4 %
+# (noise). Fewer static instructions per element did not make it faster (why was not profiled); re-measure before
+# trying again.
 @jit
 def _remainder_b(x, y, p0, p1, p2):
     if x.dtype.is_floating():
@@ -1036,94 +1046,6 @@ def _remainder_b(x, y, p0, p1, p2):
     else:
         r = H.remainder_int(x, y)
     return r
-
-
-# Alternatives to ATen's fmod body for float32 compute (float32, float16, bfloat16 operands), bit for bit the same
-# results, selected by the launch config's REMAINDER_BODY (0: _remainder_b; benchmarks/sweep_pointwise.py times
-# them). Why: libdevice's fmodf is a branchy function (|a| < |b| exit, a reciprocal-and-trunc path with
-# corrections, a loop for quotients beyond 2**23) inlined once per element: sm_90 SASS of the bf16 kernel at the
-# table's BLOCK 4096 / 8 warps is 82 instructions per element, 60 registers (4 CTAs, 32 warps per SM) and 13
-# branch/convergence instructions per element; a warp of random operands runs both the exit and the division path.
-# The fast path below is 12 instructions per element, branch-free (18.5 per element for the whole bf16 kernel,
-# 32 registers).
-_HW_RCP = tl.constexpr(not INTERPRET) if HAVE_TRITON else False
-
-
-@jit
-def _rcp_approx(b):
-    # 1/b to ~1 ulp: one MUFU.RCP (rcp.approx.ftz.f32: subnormal b gives inf, |b| > 2**126 gives 0, both caught by
-    # the exact check of _remainder_fast); the interpreter, which runs no inline assembly, divides
-    if _HW_RCP:
-        r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [b], dtype=tl.float32, is_pure=True,
-                                      pack=1)
-    else:
-        r = 1.0 / b
-    return r
-
-
-@jit
-def _remainder_fast(a, b):
-    """``(res, ok)`` for float32 blocks: where ``ok``, ``res`` is ATen's remainder of ``a`` by ``b`` bit for bit.
-
-    ``t`` is the quotient ``a * rcp(b)`` rounded to an integer with the ``(q + 1.5 * 2**23) - 1.5 * 2**23`` trick
-    (exact for |q| < 2**22, two additions instead of a quarter-rate FRND); ``m0 = fma(-t, b, a)`` and
-    ``m1 = fma(1 - t, b, a)`` are ``a - t*b`` and ``a - (t-1)*b`` rounded once, and ``res`` is ``m1`` where ``m0`` is
-    nonzero with the sign opposite to ``b``'s (``t`` was floor(a/b) + 1), else ``m0``.
-
-    ``ok`` certifies ``res`` from ``res`` itself, whatever the quotient's error: ``f`` (``t`` or ``t - 1``, an
-    integer because |q| < 2**22) is floor(a/b) exactly when the exact ``a - f*b`` is 0 or has ``b``'s sign with
-    magnitude below |b|; rounding keeps signs and zeros (no flush to zero) and is monotone, so ``res`` = 0 or
-    (``res`` of ``b``'s sign and |res| < |b|) implies it. Then ``a - floor(a/b)*b`` is ATen's value: ``fmod(a, b)``
-    (exact) where the quotient is >= 0, ``fmod(a, b) + b`` rounded once where it is negative and not an integer,
-    zero where it is an integer (given ``a``'s sign, as fmod's). Not ``ok`` (rare for finite operands): |q| >=
-    2**22, an infinite or NaN operand, a zero, subnormal or > 2**126 divisor, |res| rounded up to |b|."""
-    q = a * _rcp_approx(b)
-    C: tl.constexpr = 12582912.0
-    t = (q + C) - C
-    m0 = libdevice.fma(-t, b, a)
-    m1 = libdevice.fma(1.0 - t, b, a)
-    res = tl.where((m0 != 0) & ((m0 < 0) != (b < 0)), m1, m0)
-    ok = (tl.abs(q) < 4194304.0) & ((res == 0) | (((res < 0) == (b < 0)) & (tl.abs(res) < tl.abs(b))))
-    res = tl.where(res == 0, a * 0.0, res)
-    return res, ok
-
-
-@jit
-def _remainder_fast_elem_b(x, y, p0, p1, p2):
-    """REMAINDER_BODY 1: :func:`_remainder_fast`, and ATen's body per element where it is not certified. The
-    certified elements enter ATen's body as ``(res, +-inf of res's sign)``, whose fmod exits at once (|res| < inf)
-    and leaves ``res`` unchanged, so only two values per element stay live across the per-element branches."""
-    if x.dtype == tl.float32:
-        res, ok = _remainder_fast(x, y)
-        a = tl.where(ok, res, x)
-        b = tl.where(ok, tl.where(res < 0, float("-inf"), float("inf")), y)
-        r = H._remainder_float_aten(a, b)
-    else:
-        r = _remainder_b(x, y, p0, p1, p2)
-    return r
-
-
-@jit
-def _remainder_fast_block_b(x, y, p0, p1, p2):
-    """REMAINDER_BODY 2: :func:`_remainder_fast`, and ATen's body over the whole block where any element is not
-    certified (one block-wide reduction per tile; no per-element branches on the common path)."""
-    if x.dtype == tl.float32:
-        r, ok = _remainder_fast(x, y)
-        if tl.max((ok == 0).to(tl.int32)) != 0:
-            r = tl.where(ok, r, H._remainder_float_aten(x, y))
-    else:
-        r = _remainder_b(x, y, p0, p1, p2)
-    return r
-
-
-_REMAINDER_ALT = ("REMAINDER_BODY", {1: _remainder_fast_elem_b, 2: _remainder_fast_block_b})
-
-
-def _remainder_triton(out, inputs, prom, prm):
-    launch_pointwise(_remainder_b, out, inputs, prom.compute, alt=_REMAINDER_ALT)
-
-
-_remainder_triton.body = _remainder_b
 
 
 @jit
@@ -1178,8 +1100,8 @@ def _or_fmod(x, y):
 _SUBNORMAL_DIVISOR = {
     "mask": lambda x, y: (y != 0) & (np.abs(y) < np.finfo(np.float32).tiny),
     "reason": "PyTorch's CPU fmod/remainder kernels return NaN for subnormal divisors; the exact result is finite"}
-_binary("remainder", None, _np_remainder, _or_remainder, input_="Tensor|Scalar", dtypes=NUM,
-        parity_exclude=_SUBNORMAL_DIVISOR, triton=_remainder_triton,
+_binary("remainder", _remainder_b, _np_remainder, _or_remainder, input_="Tensor|Scalar", dtypes=NUM,
+        parity_exclude=_SUBNORMAL_DIVISOR,
         domain="divisor", dunders={"__mod__": "fwd", "__rmod__": "rev", "__imod__": "inplace"},
         errors=[(lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {}, RuntimeError, "ZeroDivisionError")],
         cpu_only_errors=("ZeroDivisionError",))

@@ -49,7 +49,6 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.table import DType
 from ..runtime import configs as _cfg
-from .._errors import check
 from ..runtime.configs import launch_config
 from ..runtime.launcher import Tail, launch, launch_tail
 from ..runtime.triton_compat import INTERPRET, jit, tl
@@ -375,7 +374,7 @@ def _sm_count(device) -> int:
 
 
 def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals: Sequence = (), *,
-                     raw: int = 0, op: str = "pointwise", fast=None, alt=None) -> None:
+                     raw: int = 0, op: str = "pointwise", fast=None) -> None:
     """Launch ``body`` over ``out`` (any strides) and ``inputs`` (tensors of ``out.shape``, any strides, or
     scalars), computing in ``compute`` (opmath applied here) with up to three scalar parameters ``pvals``.
 
@@ -386,10 +385,6 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         fast: a second body for outputs of 16-bit floats (see :data:`NARROW`), computed in float32 with a few
             ulp of float32 error instead of nvcc's correctly rounded division and libdevice's full-range
             functions; the launch config's ``FAST`` (default 1) turns it off for sweeps.
-        alt: ``(key, {value: body})``: other bodies of the same op, bit-identical in results, that the launch
-            config's ``key`` (a name ending in ``_BODY``; default 0 = ``body``) selects, so that a sweep can time
-            them and a table adopt one (``remainder``'s ``REMAINDER_BODY``). Every ``*_BODY`` key is removed
-            from the config before the launch, so one rule serves ops with and without alternatives.
 
     Launch settings read from the config table besides ``BLOCK`` and the compile options: ``HW_CVT``
     (default on for compiled kernels: the GPU's conversion instructions where they are exact, see
@@ -400,7 +395,7 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
     Everything but the operands' addresses and scalar values is a function of the layouts, dtypes and config
     state, so it is planned once per key (:func:`_plan_key`) and a repeated call only assembles its arguments.
     """
-    key = _plan_key(body, out, inputs, compute, pvals, raw, op, fast, alt)
+    key = _plan_key(body, out, inputs, compute, pvals, raw, op, fast)
     plan = _PLANS.get(key)
     if plan is not None:
         kernel, grid, tail, is_float, folded = plan
@@ -429,7 +424,7 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         # Split over the outermost dim and recurse (layouts deeper than MAX_RANK after collapsing are rare).
         for i in range(shape[0]):
             launch_pointwise(body, out.select(0, i), [x.select(0, i) if isinstance(x, Tensor) else x for x in inputs],
-                             compute, pvals, raw=raw, op=op, fast=fast, alt=alt)
+                             compute, pvals, raw=raw, op=op, fast=fast)
         return
     rank = len(cshape)
     numel = out.numel()
@@ -455,7 +450,6 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         strd.extend(next(it) if isinstance(x, Tensor) else (0,) * MAX_RANK)
     cfg = launch_config(op, out.device, dtypes=(out.dtype,), numel=numel)
     block = cfg.pop("BLOCK")
-    body = _select_body(body, alt, cfg)
     if cfg.pop("FAST", 1) and fast is not None and out.dtype in NARROW and compute_tl(compute) == tl.float32:
         body = fast
     hw = bool(cfg.pop("HW_CVT", not INTERPRET)) and not INTERPRET
@@ -471,19 +465,6 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         _PLANS.clear()
     _PLANS[key] = (kernel, grid, tail, is_float, {} if all(x.__class__ is Tensor for x in inputs) else None)
     _launch_planned(kernel, grid, (out, *_operand_args(inputs, pvals, is_float)), tail)
-
-
-def _select_body(body, alt, cfg: dict):
-    """``body``, or the alternative of ``alt = (key, {value: body})`` that ``cfg[key]`` names (0 or absent:
-    ``body``); removes every ``*_BODY`` key from ``cfg`` (they are not kernel arguments)."""
-    picks = {k: cfg.pop(k) for k in [k for k in cfg if k.endswith("_BODY")]}
-    if alt is not None:
-        v = int(picks.get(alt[0], 0) or 0)
-        if v:
-            check(v in alt[1], lambda: f"launch_pointwise: config {alt[0]}={v} names no body (choices: 0, "
-                  f"{', '.join(str(k) for k in sorted(alt[1]))})", ValueError)
-            body = alt[1][v]
-    return body
 
 
 def _const_key(pvals: Sequence):
@@ -509,16 +490,14 @@ _PLANS: dict = {}
 _MAX_PLANS = 4096
 
 
-def _plan_key(body, out: Tensor, inputs: Sequence, compute: DType, pvals: Sequence, raw: int, op: str, fast,
-              alt=None) -> tuple:
+def _plan_key(body, out: Tensor, inputs: Sequence, compute: DType, pvals: Sequence, raw: int, op: str, fast) -> tuple:
     """What a launch's plan depends on: the bodies (by identity: the plan holds them, so an id is never reused
-    while its plan lives) and alternatives (module constants of the ops), op, raw bits, compute dtype, parameter
-    count, the output's and each tensor operand's dtype, shape and strides (2 marks a scalar operand), the device,
-    and the launch-config state (architecture lookup, overrides, and the ``launch_config`` this module calls: tests
-    replace it). Addresses (storage offsets
+    while its plan lives), op, raw bits, compute dtype, parameter count, the output's and each tensor operand's
+    dtype, shape and strides (2 marks a scalar operand), the device, and the launch-config state (architecture
+    lookup, overrides, and the ``launch_config`` this module calls: tests replace it). Addresses (storage offsets
     included) and scalar values are per-call arguments."""
     dev = out._storage.device
-    key = (id(body), id(fast), id(alt), op, raw, compute, len(pvals), out._dtype, out._shape, out._stride, dev.type,
+    key = (id(body), id(fast), op, raw, compute, len(pvals), out._dtype, out._shape, out._stride, dev.type,
            dev.index, _cfg.arch_of, _cfg._GEN, launch_config)
     for x in inputs:
         key += (x._dtype, x._shape, x._stride) if x.__class__ is Tensor else (2,)
