@@ -711,9 +711,11 @@ def test_unsigned_division_by_zero_in_kernels():
 
 # SASS instructions per element on sm_90 (H200), the benchmark's large-tensor launch. Before the one-division
 # kernels (fmod inline, two IEEE divisions): floor_divide/div floor 128.2 (bfloat16), 128.3 (float16), 125.4
-# (float32); remainder 81.1, 79.9, 79.8 -- and uint8 floor division did not compile.
+# (float32); remainder 81.1, 79.9, 79.8 -- and uint8 floor division did not compile. At 4096 elements / 8 warps the
+# one-division bodies took <= 40; the table's large-tensor launch is now 1024 / 4 warps (8 elements per thread, less
+# to spread the fixed instructions over): 45.0 (bfloat16), 44.1 (float16).
 _DIV_BUDGETS = {
-    ("floor_divide", "bfloat16"): 40, ("floor_divide", "float16"): 40, ("div_floor", "bfloat16"): 40,
+    ("floor_divide", "bfloat16"): 48, ("floor_divide", "float16"): 48, ("div_floor", "bfloat16"): 48,
     ("floor_divide", "uint8"): 20,
 }
 
