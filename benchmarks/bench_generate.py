@@ -14,20 +14,29 @@ Rows:
   number is the primary one.
 - ``bf16_gemv.NxK`` (CUDA): the same for ``nn.functional.linear`` of one bfloat16 row by a bfloat16 weight
   (issue 5's target: >= 85 % of 4.8 TB/s).
-- ``int4_gemv.layer_stream[LxP]`` and ``bf16_gemv.layer_stream[LxP]`` (CUDA), a second, separate measure: a
-  decode step runs its GEMVs back to back over different weights, so the seven projections of Llama-3-8B
-  (q, k, v, o, gate, up, down) of ``--stream-layers`` layers (default 4: 545 MB packed, 1.75 GB in bfloat16,
-  well above the H200's 50 MB L2) are launched one after another between one CUDA event pair; GB/s = all their
-  bytes / that time. The launch overheads of consecutive kernels overlap there as in a decode step (a
-  single call carries its whole launch latency). Before the start event the device is kept busy (a 1 GiB fill)
-  so that the host has queued the launches before the first one starts; ``host_enqueue_us`` (the host's time to
-  issue them) above ``p50_us`` would mean the stream measured the host, and the row says ``host_bound``.
+- ``int4_gemv.layer_stream[LxP] (graph)`` and ``bf16_gemv.layer_stream[LxP] (graph)`` (CUDA), a second,
+  separate measure: a decode step runs its GEMVs back to back over different weights, so the seven projections
+  of Llama-3-8B (q, k, v, o, gate, up, down) of ``--stream-layers`` layers (default 4: 545 MB packed, 1.75 GB in
+  bfloat16, well above the H200's 50 MB L2) are captured once in a CUDA graph (``nbx.cuda.graph``, as the
+  models' decode steps are) and each replay is timed between one CUDA event pair after the L2 flush; GB/s = all
+  their bytes / that time. Launched eagerly the 28 calls took the host longer to issue than the device to run
+  (H200: 469-753 us of host enqueue vs 382-525 us), so an eager stream timed the host; a replay is one driver
+  call, and the kernels run back to back as in a graph-captured decode step. The first replay's outputs are
+  compared with the eager calls' (``graph_mismatch``: outputs whose bytes differ, of
+  ``graph_outputs_compared``; replayed launches return none). ``host_enqueue_us`` is the
+  host's time to issue the eager sequence (after a synchronisation); ``host_bound`` says it exceeds the graph's
+  ``p50_us`` (an eager decode step of these calls would wait on the host). Without CUDA (``--smoke --device
+  cpu``) the calls run eagerly and the row's name has no ``(graph)``; a capture that fails falls back the same
+  way and says why in ``graph_error``.
 - ``--gemv-config`` / ``--int4-config`` JSON: settings laid over the table's rule (a sweep's winner, before it is
   written into runtime/configs/sm90.json); those rows then replay the recorded kernel launches and say so.
+- ``--flush clean|write``: the L2 flush before each timed run (harness.py, "Timing"; bench_ops.make_clock, the one
+  nbxtensor-side flush): ``clean`` (default) writes a buffer then reads another, so the flush's dirty lines do not
+  cost the timed GEMVs; ``write`` is the write alone (Triton's ``do_bench``). Every row has ``flush``.
 
 Usage: ``PYTHONPATH=src python benchmarks/bench_generate.py [--device cpu|cuda] [--tokens 64] [--reps 3]
-[--dequantize] [--no-peer] [--json] [--gemv-only] [--stream-layers 4]``; ``--gemv-only --smoke --device cpu``
-with ``NBX_TRITON_INTERPRET=1`` runs the GEMV rows on tiny shapes through the interpreter (host smoke test). Set ``OPENBLAS_NUM_THREADS=1`` on a busy CPU: OpenBLAS's spinning
+[--dequantize] [--no-peer] [--json] [--gemv-only] [--stream-layers 4] [--flush clean|write]``; ``--gemv-only
+--smoke --device cpu`` with ``NBX_TRITON_INTERPRET=1`` runs the GEMV rows on tiny shapes through the interpreter (host smoke test). Set ``OPENBLAS_NUM_THREADS=1`` on a busy CPU: OpenBLAS's spinning
 threads lose badly to other load (measured here: 20 vs 1.4-7 tokens/s).
 """
 
@@ -150,35 +159,77 @@ def _recorded(calls: list) -> list:
     return out
 
 
+def _captured(nbx, calls: list):
+    """``(replay, mismatches, compared, error)``: the ``calls`` captured once in a CUDA graph and its replay
+    function; the number of tensor outputs of the first replay whose bytes differ from an eager run's, and how many
+    were compared (calls returning no tensor, such as replayed launches, are not); ``error`` (``None``, or why the
+    capture failed: ``replay`` is then ``None``)."""
+    def tensors(outs):
+        return [o for o in outs if hasattr(o, "cpu") and hasattr(o, "numel")]
+    ref = [o.cpu().numpy().tobytes() for o in tensors([c() for c in calls])]
+    g = nbx.cuda.CUDAGraph()
+    try:
+        with nbx.cuda.graph(g):
+            outs = tensors([c() for c in calls])
+        g.replay()
+        nbx.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - the row falls back to the eager sequence and says why
+        return None, 0, 0, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+    got = [o.cpu().numpy().tobytes() for o in outs]
+    bad = sum(a != b for a, b in zip(ref, got)) + abs(len(ref) - len(got))
+    return g.replay, bad, len(ref), None
+
+
 def _stream(nbx, clock, sync, timing, name: str, calls: list, nbytes: int, layers: int, per_layer: int,
-            replay: bool = False) -> dict:
-    """The ``calls`` launched back to back between one event pair (see the module docstring); ``replay``: their
-    recorded launches (:func:`_recorded`)."""
+            replay: bool = False, graph: bool = True) -> dict:
+    """The ``calls`` of a layer stream (see the module docstring): captured in a CUDA graph (``graph``) whose
+    replays are timed, else launched back to back between one event pair; ``replay``: their recorded launches
+    (:func:`_recorded`). ``host_enqueue_us`` times the host issuing the eager sequence."""
     import harness as H
     n_calls = len(calls)
     if replay:
         calls = _recorded(calls)
     batch = lambda: [c() for c in calls]  # noqa: E731
-    times = H.run_benchmark(batch, clock, timing)
+    batch()                                # compiles
+    sync()
+    extra: dict = {}
+    timed = batch
+    if graph:
+        g_replay, bad, compared, err = _captured(nbx, calls)
+        if err is None:
+            timed = g_replay
+            extra.update(graph_mismatch=bad, graph_outputs_compared=compared)
+        else:
+            extra["graph_error"] = err
+    times = H.run_benchmark(timed, clock, timing)
     sync()
     t0 = time.perf_counter()
     batch()
     host_us = (time.perf_counter() - t0) * 1e6
     sync()
-    r = _row(f"{name}.layer_stream[{layers}x{per_layer}]" + (" (replayed launches)" if replay else ""), times,
-             nbytes, calls=n_calls, MB=nbytes / 1e6, host_enqueue_us=host_us)
+    if timed is not batch:
+        t0 = time.perf_counter()
+        timed()
+        extra["graph_launch_us"] = (time.perf_counter() - t0) * 1e6
+        sync()
+    tags = (["graph"] if timed is not batch else ["eager; graph capture failed"] if graph else []) + \
+        (["replayed launches"] if replay else [])
+    r = _row(f"{name}.layer_stream[{layers}x{per_layer}]" + (f" ({', '.join(tags)})" if tags else ""), times,
+             nbytes, calls=n_calls, MB=nbytes / 1e6, host_enqueue_us=host_us, **extra)
     r["per_call_us"] = r["p50_us"] / n_calls
     r["host_bound"] = host_us > r["p50_us"]
     return r
 
 
 def bench_gemv(device: str, smoke: bool = False, stream_layers: int = 4, bf16: bool = True,
-               gemv_config: dict | None = None, int4_config: dict | None = None) -> list[dict]:
+               gemv_config: dict | None = None, int4_config: dict | None = None,
+               flush_mode: str = "clean") -> list[dict]:
     """The GEMV rows (module docstring): single calls on Llama-3-8B shapes (primary), then the layer streams.
     ``smoke``: tiny shapes and the host clock (``--device cpu`` under the interpreter). ``gemv_config`` /
     ``int4_config``: settings laid over the config table's ``gemv`` / ``int4_gemv`` rule (e.g. a sweep's winner
     before it is written into the table); the rows then time the recorded launches (the general host path of a
-    call under an override is slower than the launch plans a decode step uses) and their names say so."""
+    call under an override is slower than the launch plans a decode step uses) and their names say so.
+    ``flush_mode``: the L2 flush before each timed run (harness.FLUSH_MODES)."""
     import contextlib
     from nbxtensor.runtime.configs import override
     with contextlib.ExitStack() as st:
@@ -186,26 +237,24 @@ def bench_gemv(device: str, smoke: bool = False, stream_layers: int = 4, bf16: b
             st.enter_context(override("gemv", **gemv_config))
         if int4_config:
             st.enter_context(override("int4_gemv", **int4_config))
-        return _bench_gemv(device, smoke, stream_layers, bf16, bool(gemv_config), bool(int4_config))
+        return _bench_gemv(device, smoke, stream_layers, bf16, bool(gemv_config), bool(int4_config), flush_mode)
 
 
-def _bench_gemv(device: str, smoke: bool, stream_layers: int, bf16: bool, bf16_set: bool, int4_set: bool):
+def _bench_gemv(device: str, smoke: bool, stream_layers: int, bf16: bool, bf16_set: bool, int4_set: bool,
+                flush_mode: str = "clean"):
     import harness as H
     import nbxtensor as nbx
+    from bench_ops import make_clock
     rng = np.random.default_rng(0)
-    if device.startswith("cuda"):
-        flush = nbx.empty(64 * 2 ** 20, dtype=nbx.float32, device=device)
-        clock = H.EventClock(lambda: nbx.cuda.Event(enable_timing=True), nbx.cuda.synchronize,
-                             lambda: flush.fill_(1.0))
-        pad = nbx.empty(2 ** 28, dtype=nbx.float32, device=device)  # 1 GiB: the device busy while launches queue
-        stream_clock = H.EventClock(lambda: nbx.cuda.Event(enable_timing=True), nbx.cuda.synchronize,
-                                    lambda: (flush.fill_(1.0), pad.fill_(0.0)))
+    cuda = device.startswith("cuda")
+    if cuda:
+        timing = H.TimingConfig(flush_mode=flush_mode)
         sync = nbx.cuda.synchronize
-        timing = None
     else:
-        clock = stream_clock = H.host_clock(1 << 20)
+        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20,
+                                flush_mode=flush_mode)
         sync = lambda: None  # noqa: E731
-        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20)
+    clock = make_clock(nbx, "cpu" if not cuda else device, timing.flush_bytes, [], flush_mode)
     shapes = SMOKE_SHAPES if smoke else GEMV_SHAPES
     layer = SMOKE_LAYER if smoke else LAYER
     rows = []
@@ -221,17 +270,20 @@ def _bench_gemv(device: str, smoke: bool, stream_layers: int, bf16: bool, bf16_s
             rows.append(_row(f"bf16_gemv.{N}x{K}{tag[bf16_set]}", H.run_benchmark(call, clock, timing), nbytes))
     if stream_layers > 0:
         cases = [_int4_case(nbx, device, rng, N, K) for _ in range(stream_layers) for _, N, K in layer]
-        rows.append(_stream(nbx, stream_clock, sync, timing, "int4_gemv", [c for c, _ in cases],
-                            sum(b for _, b in cases), stream_layers, len(layer), replay=int4_set))
+        rows.append(_stream(nbx, clock, sync, timing, "int4_gemv", [c for c, _ in cases],
+                            sum(b for _, b in cases), stream_layers, len(layer), replay=int4_set, graph=cuda))
         del cases
         if bf16:
             cases = [_bf16_case(nbx, device, N, K) for _ in range(stream_layers) for _, N, K in layer]
-            rows.append(_stream(nbx, stream_clock, sync, timing, "bf16_gemv", [c for c, _ in cases],
-                                sum(b for _, b in cases), stream_layers, len(layer), replay=bf16_set))
+            rows.append(_stream(nbx, clock, sync, timing, "bf16_gemv", [c for c, _ in cases],
+                                sum(b for _, b in cases), stream_layers, len(layer), replay=bf16_set, graph=cuda))
+    for r in rows:
+        r["flush"] = flush_mode
     return rows
 
 
 def main() -> int:
+    import harness as H
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda when available)")
     ap.add_argument("--dtype", default=None, help="activation dtype (default: bfloat16 on CUDA, float32 on CPU)")
@@ -248,6 +300,9 @@ def main() -> int:
                     "rule for the GEMV rows, e.g. '{\"PERSIST\": 4}' (rows then time recorded launches)")
     ap.add_argument("--int4-config", type=json.loads, default=None, help="JSON settings laid over the int4_gemv "
                     "table rule, e.g. '{\"WORD_DECODE\": true, \"BLOCK_N\": 16}'")
+    ap.add_argument("--flush", choices=H.FLUSH_MODES, default="clean", help="L2 flush before each timed GEMV "
+                    "run: clean (write, then read another buffer; default) or write (the write alone, as Triton's "
+                    "do_bench); harness.py, 'Timing'")
     ap.add_argument("--smoke", action="store_true", help="GEMV rows on tiny shapes (with --device cpu under "
                     "NBX_TRITON_INTERPRET=1: a host smoke test)")
     args = ap.parse_args()
@@ -262,7 +317,7 @@ def main() -> int:
             rows.append(r)
     if dev.startswith("cuda") or (args.smoke and args.gemv_only):
         rows += bench_gemv(dev, smoke=args.smoke, stream_layers=args.stream_layers, bf16=not args.no_bf16,
-                           gemv_config=args.gemv_config, int4_config=args.int4_config)
+                           gemv_config=args.gemv_config, int4_config=args.int4_config, flush_mode=args.flush)
     if args.json:
         print(json.dumps(rows))
         return 0

@@ -16,7 +16,8 @@ Writes into ``--out``: ``results.csv`` (appended, one row per measurement, flush
 Options: ``--ops`` (comma-separated names, globs, or ``family:<name>``), ``--quick`` (first dtype of each case,
 shorter timing), ``--budget-s`` (stop starting rows after this many seconds: default 480, so the command fits a
 10-minute slot; 0 = no limit), ``--resume`` (skip rows that ``results.csv`` already holds for this commit and
-GPU, and summarize them with the new ones: rerun a run the budget cut short), ``--shapes``, ``--device``
+GPU, and summarize them with the new ones: rerun a run the budget cut short), ``--flush`` (``clean``, the default,
+or ``write``: harness.py, "Timing"), ``--shapes``, ``--device``
 (``cuda`` or ``cpu`` for a host-clock smoke run), ``--max-dim`` (cap every dim: a host smoke run of the whole
 matrix), ``--no-peer``, ``--peer-python``, ``--list`` (print the plan and exit), ``--strict`` (exit 1 when a
 row failed).
@@ -244,23 +245,36 @@ class Inputs:
         return t
 
 
-def make_clock(nbx, dev: str, flush_bytes: int, notes: list):
-    """CUDA events of nbxtensor; the L2 flush writes a ``flush_bytes`` buffer on the device before each run (an
-    asynchronous memset through the device backend on the current stream, else ``Tensor.zero_``)."""
+def make_clock(nbx, dev: str, flush_bytes: int, notes: list, flush_mode: str = "clean"):
+    """CUDA events of nbxtensor with the L2 flush of ``flush_mode`` (harness.flush_sequence; module docstring of
+    harness.py, "Timing"): a write of a ``flush_bytes`` buffer (an asynchronous memset through the device backend
+    on the current stream, else ``Tensor.zero_``), then for ``"clean"`` a read-only ``sum`` of another float32
+    buffer of ``flush_bytes``. ``dev == "cpu"``: harness.host_clock. The one nbxtensor-side flush: bench_ops,
+    the sweeps (sweep_common.start) and bench_generate use it; the peer (peer_torch.py) builds the same with torch.
+
+    Raises:
+        ValueError: an unknown ``flush_mode``.
+    """
     if dev == "cpu":
-        return H.host_clock(flush_bytes)
+        return H.host_clock(flush_bytes, flush_mode)
+    H.flush_sequence(flush_mode, lambda: None, lambda: None)  # checks the mode before allocating
     from nbxtensor.device.base import backend_for
     buf = nbx.empty(flush_bytes, dtype=nbx.uint8, device=dev)
     be = backend_for(buf.device)
     if hasattr(be, "memset"):
         storage = buf.untyped_storage()
 
-        def flush():
+        def write():
             be.memset(storage, 0, 0, flush_bytes)
     else:
-        flush = buf.zero_
+        write = buf.zero_
         notes.append("L2 flush: the device backend has no memset; flushing with Tensor.zero_")
-    return H.EventClock(lambda: nbx.cuda.Event(enable_timing=True), nbx.cuda.synchronize, flush)
+    read = None
+    if flush_mode == "clean":
+        rbuf = nbx.ones(max(1, flush_bytes // 4), dtype=nbx.float32, device=dev)
+        read = rbuf.sum
+    return H.EventClock(lambda: nbx.cuda.Event(enable_timing=True), nbx.cuda.synchronize,
+                        H.flush_sequence(flush_mode, write, read))
 
 
 def _cost_fields(c) -> tuple[int, int, int] | None:
@@ -446,7 +460,8 @@ def build_plan(records: list, doc: dict, patterns: list[str], quick: bool):
 def run_row(nbx, rec, case, shape, dt, call: H.Call, ctx: dict) -> dict:
     row = {"run_id": ctx["run_id"], "op": rec.name, "family": rec.family, "label": case.get("label", ""),
            "dtype": call.dtype_label or dt, "shape": H.shape_str(shape), "args": call.args_str(),
-           "note": case.get("note", ""), **{k: ctx[k] for k in ("gpu", "driver", "commit", "date")}}
+           "note": case.get("note", ""), "flush": ctx["timing"].flush_mode,
+           **{k: ctx[k] for k in ("gpu", "driver", "commit", "date")}}
     peaks = ctx["peaks"]
     ptf = H.peak_tflops_for(peaks, row["dtype"])
     pbw = peaks.get("memory_bandwidth_GBps")
@@ -487,7 +502,10 @@ def run_row(nbx, rec, case, shape, dt, call: H.Call, ctx: dict) -> dict:
     if peer is not None:
         reply = peer.request({"cmd": "bench", "op": rec.name, "call": call.to_json(), "device": ctx["dev"],
                               "timing": vars(ctx["timing"])})
-        if reply.get("ok"):
+        if reply.get("ok") and reply.get("flush", "write") != ctx["timing"].flush_mode:
+            row["peer_error"] = (f"the peer flushed with {reply.get('flush', 'write')!r}, not "
+                                 f"{ctx['timing'].flush_mode!r} (an older peer_torch.py?)")
+        elif reply.get("ok"):
             row.update(peer_p20_ms=reply["p20_ms"], peer_p50_ms=reply["p50_ms"], peer_p80_ms=reply["p80_ms"])
             # The peer moves the bytes nbxtensor's declaration names; when our row failed, the tensor sizes.
             nbytes = row.get("bytes") or (sum(s.nbytes for s in call.inputs if not s.fresh) +
@@ -512,12 +530,14 @@ def plan_key(rec, case, shape, dt, call) -> tuple:
 
 
 def earlier_rows(csv_path: str, ctx: dict) -> dict:
-    """For ``--resume``: the latest ok row per key in ``csv_path`` measured with this commit on this GPU."""
+    """For ``--resume``: the latest ok row per key in ``csv_path`` measured with this commit on this GPU and the
+    same L2 flush mode."""
     if not os.path.exists(csv_path):
         return {}
     out = {}
     for r in H.read_csv(csv_path):
-        if r.get("status") == "ok" and r.get("commit") == ctx["commit"] and r.get("gpu") == ctx["gpu"]:
+        if r.get("status") == "ok" and r.get("commit") == ctx["commit"] and r.get("gpu") == ctx["gpu"] and \
+                r.get("flush") == ctx["timing"].flush_mode:
             out[row_key(r)] = r
     return out
 
@@ -549,6 +569,9 @@ def parse_args(argv):
                    "whole matrix, e.g. --device cpu --max-dim 64)")
     p.add_argument("--budget-s", type=float, default=480.0, help="stop starting rows after this many seconds "
                    "(0: no limit)")
+    p.add_argument("--flush", choices=H.FLUSH_MODES, default="clean", help="L2 flush before each timed run: "
+                   "clean (write a buffer, then read another, so the flush's dirty lines are written back before "
+                   "the start event; default) or write (the write alone, as Triton's do_bench)")
     p.add_argument("--no-peer", action="store_true", help="do not run the PyTorch peer")
     p.add_argument("--peer-python", default=os.environ.get("NBX_PEER_PYTHON", sys.executable),
                    help="Python with torch for the peer process (default: this Python)")
@@ -607,6 +630,7 @@ def main(argv=None) -> int:
     now = _dt.datetime.now(_dt.timezone.utc)
     notes: list[str] = []
     timing = H.TimingConfig.quick() if a.quick else H.TimingConfig()
+    timing.flush_mode = a.flush
     if dev == "cpu":
         timing.flush_bytes = 8 << 20  # host smoke runs: a last-level-cache-sized write
     elif facts.get("l2"):
@@ -620,7 +644,7 @@ def main(argv=None) -> int:
            "timing": timing, "log": log,
            "inputs": Inputs(nbx, dev, int(os.environ.get("NBX_BENCH_CACHE_BYTES", (24 << 30) if dev != "cpu"
                                                           else (1 << 30))))}
-    ctx["clock"] = make_clock(nbx, dev, timing.flush_bytes, notes)
+    ctx["clock"] = make_clock(nbx, dev, timing.flush_bytes, notes, timing.flush_mode)
     peer = None
     peer_desc = "disabled (--no-peer)"
     if not a.no_peer:
@@ -679,7 +703,8 @@ def main(argv=None) -> int:
             "peaks": (f"{peaks.get('memory_bandwidth_GBps', '?')} GB/s, {peaks.get('tflops', {})} TFLOP/s "
                       f"({peaks.get('source', '')})") if peaks else "unknown",
             "timing": (f"warm-up {timing.warmup_ms} ms, ~{timing.rep_ms} ms of runs ({timing.min_reps}-"
-                       f"{timing.max_reps}), L2 flush {timing.flush_bytes >> 20} MiB before each run"),
+                       f"{timing.max_reps}), L2 flush before each run"),
+            "flush": H.describe_flush(timing),
             "torch_in_library_process": ("yes (a bug: the library must never import torch); first imported from:\n"
                                          + _TORCH_WATCH.where) if "torch" in sys.modules else "no",
             "not_benchmarked": not_benchmarked, "stale_entries": stale, "notes": "; ".join(notes)}

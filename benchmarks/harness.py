@@ -41,15 +41,30 @@ nbxtensor uses PyTorch's names.
 :func:`rates` turns it and a time into GB/s, TFLOP/s and percent of the card's peaks (:func:`load_peaks`).
 
 **Timing** (:func:`run_benchmark`): one call (compiles), an estimate from 5 flushed runs, warm-up for
-``warmup_ms``, then ``n`` runs each preceded by an L2 flush (a write of a buffer much larger than L2), each
-bracketed by a pair of timing events; p20/p50/p80 by linear interpolation (:func:`percentiles`, as
-``numpy.percentile`` and Triton's ``do_bench`` quantiles). The clock is duck-typed (:class:`Clock`): CUDA events
-of nbxtensor in one process, ``torch.cuda.Event`` in the peer, ``time.perf_counter`` for ``--device cpu``.
+``warmup_ms``, then ``n`` runs each preceded by an L2 flush, each bracketed by a pair of timing events;
+p20/p50/p80 by linear interpolation (:func:`percentiles`, as ``numpy.percentile`` and Triton's ``do_bench``
+quantiles). The clock is duck-typed (:class:`Clock`): CUDA events of nbxtensor in one process,
+``torch.cuda.Event`` in the peer, ``time.perf_counter`` for ``--device cpu``.
+
+The flush (``TimingConfig.flush_mode``, :data:`FLUSH_MODES`, built by :func:`flush_sequence` in both processes):
+
+- ``"clean"`` (the default): write a ``flush_bytes`` buffer, then read another ``flush_bytes`` buffer (at least
+  2x L2; on a GPU the callers size both >= 4x L2) with a read-only reduction. The write evicts the timed kernel's data;
+  the read evicts the write's dirty lines, so they reach HBM before the start event and **a timed kernel pays
+  only its own traffic**. With a write alone up to an L2's worth of dirty lines (~50 MB on an H200) is written
+  back while the next kernel runs, and a read-bound kernel is charged for it (H200, benchmarks/probe_flush.py,
+  p50: bf16 GEMV 1x4096->14336 34.6 -> 31.5 us, sum of 117 MB bf16 41.5 -> 33.3 us, neg of 128 MiB bf16
+  69.8 -> 65.3 us, write flush -> clean flush).
+- ``"write"``: the write alone, the convention of Triton's ``do_bench`` (it zeroes a 256 MB buffer); kept for
+  comparison with numbers measured that way (``--flush write``).
+
+The host clock (:func:`host_clock`) does the same with NumPy buffers (a fill, then a sum for ``"clean"``); CPU
+caches are not what it measures, it only keeps the procedure the same.
 
 **Peer protocol**: JSON lines over the peer's stdin/stdout (:func:`encode_message` / :func:`decode_message`).
 Requests ``{"cmd": "hello"}``, ``{"cmd": "bench", "id", "op", "call": Call.to_json(), "timing": TimingConfig
-fields, "device"}``, ``{"cmd": "quit"}``; replies ``{"id", "ok": true, "times_ms": [...], ...}`` or
-``{"id", "ok": false, "error": "..."}``.
+fields, "device"}``, ``{"cmd": "quit"}``; replies ``{"id", "ok": true, "times_ms": [...], "flush": <the mode it
+used>, ...}`` or ``{"id", "ok": false, "error": "..."}``.
 
 **Results**: :data:`CSV_FIELDS` rows appended to ``results.csv`` (:func:`append_csv`), :func:`summarize` writes
 ``summary.md`` (geometric mean of ratios, five slowest ops, ops below 0.8x, rows below 85 % of bandwidth),
@@ -72,7 +87,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 __all__ = ["MIN_TENSOR_BYTES", "TARGET_RATIO_GEOMEAN", "TARGET_RATIO_MIN", "TARGET_PCT_BW", "DTYPE_NAMES",
-           "InputSpec", "TensorRef", "DTypeRef", "Call", "FACTORIES", "TimingConfig", "Clock", "HostEvent",
+           "InputSpec", "TensorRef", "DTypeRef", "Call", "FACTORIES", "TimingConfig", "FLUSH_MODES", "Clock",
+           "HostEvent", "flush_sequence", "describe_flush", "host_clock",
            "percentiles", "run_benchmark", "host_array", "load_shapes", "validate_shapes", "expand_cases",
            "resolve_call", "materialize", "encode_args", "decode_args", "encode_message", "decode_message",
            "rates", "load_peaks", "CSV_FIELDS", "append_csv", "read_csv", "geomean", "summarize",
@@ -84,6 +100,7 @@ TARGET_RATIO_GEOMEAN = 1.0            # issue 4: geometric mean of ratios >= 1.0
 TARGET_RATIO_MIN = 0.8                # issue 4: no op below 0.8x
 TARGET_PCT_BW = 85.0                  # issue 4: >= 85 % of the datasheet bandwidth
 DEFAULT_FLUSH_BYTES = 256 * MiB       # well above the H200's L2 (50-60 MB): every timed run starts cold
+FLUSH_MODES = ("clean", "write")      # TimingConfig.flush_mode: see "Timing" in the module docstring
 
 # PyTorch's dtype names (the spellings both nbxtensor and torch accept) -> itemsize.
 DTYPE_NAMES = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
@@ -553,7 +570,14 @@ class TimingConfig:
         warmup_ms: warm-up time after the first (compiling) call.
         rep_ms: target measured time; the number of runs is ``rep_ms / estimate`` clamped to [min_reps, max_reps].
         min_reps, max_reps: bounds on measured runs.
-        flush_bytes: size of the buffer written before every measured run (L2 flush).
+        flush_bytes: size of the buffer written before every measured run (L2 flush), and for ``"clean"`` of the
+            buffer read after it.
+        flush_mode: ``"clean"`` (write, then a read-only reduction of another buffer: the flush's dirty lines
+            are written back before the start event) or ``"write"`` (the write alone, as Triton's ``do_bench``);
+            see the module docstring.
+
+    Raises:
+        ValueError: ``flush_mode`` is not one of :data:`FLUSH_MODES`.
     """
 
     warmup_ms: float = 25.0
@@ -561,10 +585,47 @@ class TimingConfig:
     min_reps: int = 10
     max_reps: int = 500
     flush_bytes: int = DEFAULT_FLUSH_BYTES
+    flush_mode: str = "clean"
+
+    def __post_init__(self):
+        _check_flush_mode(self.flush_mode, "TimingConfig")
 
     @classmethod
     def quick(cls) -> "TimingConfig":
         return cls(warmup_ms=5.0, rep_ms=20.0, min_reps=5, max_reps=50)
+
+
+def _check_flush_mode(mode: str, where: str) -> None:
+    if mode not in FLUSH_MODES:
+        raise ValueError(f"{where}: flush_mode must be one of {FLUSH_MODES}, got {mode!r}")
+
+
+def describe_flush(cfg: "TimingConfig") -> str:
+    """One line for a run's metadata: ``"clean (256 MiB write + 256 MiB read-only sum before each run)"``."""
+    mib = cfg.flush_bytes / MiB
+    size = f"{mib:.0f} MiB" if mib >= 1 else f"{cfg.flush_bytes} B"
+    if cfg.flush_mode == "write":
+        return f"write ({size} write before each run, as Triton's do_bench)"
+    return f"clean ({size} write + {size} read-only sum before each run)"
+
+
+def flush_sequence(mode: str, write: Callable[[], Any], read: Callable[[], Any]) -> Callable[[], None]:
+    """The L2 flush of ``mode`` from a process's two primitives: ``write()`` queues a write of the flush buffer,
+    ``read()`` a read-only reduction of another buffer of at least 2x L2 (both asynchronous on the timing stream).
+
+    ``"write"`` -> ``write``; ``"clean"`` -> ``write`` then ``read`` (module docstring, "Timing").
+
+    Raises:
+        ValueError: an unknown ``mode``.
+    """
+    _check_flush_mode(mode, "flush_sequence")
+    if mode == "write":
+        return write
+
+    def flush() -> None:
+        write()
+        read()
+    return flush
 
 
 class Clock:
@@ -615,10 +676,17 @@ class EventClock(Clock):
         self._flush()
 
 
-def host_clock(flush_bytes: int = 8 * MiB) -> EventClock:
-    """A clock for host (CPU) execution: perf_counter events, flush by writing a host buffer."""
+def host_clock(flush_bytes: int = 8 * MiB, flush_mode: str = "clean") -> EventClock:
+    """A clock for host (CPU) execution: perf_counter events; the flush of ``flush_mode`` (:func:`flush_sequence`)
+    with host buffers of ``flush_bytes``: a fill, then for ``"clean"`` a sum of another buffer.
+
+    Raises:
+        ValueError: an unknown ``flush_mode``.
+    """
+    _check_flush_mode(flush_mode, "host_clock")
     buf = np.empty(max(1, flush_bytes), np.uint8)
-    return EventClock(HostEvent, lambda: None, lambda: buf.fill(1))
+    rbuf = np.ones(max(1, flush_bytes // 4), np.float32) if flush_mode == "clean" else None
+    return EventClock(HostEvent, lambda: None, flush_sequence(flush_mode, lambda: buf.fill(1), lambda: rbuf.sum()))
 
 
 def _timed_runs(fn: Callable[[], Any], clock: Clock, n: int) -> list[float]:
@@ -800,7 +868,7 @@ def peak_tflops_for(peaks: dict, dtype_label: str) -> float | None:
 CSV_FIELDS = ["run_id", "op", "family", "label", "dtype", "shape", "args", "status", "p20_ms", "p50_ms", "p80_ms",
               "reps", "bytes", "flops", "cost_source", "gbps", "tflops", "pct_peak_bw", "pct_peak_flops",
               "peer_p20_ms", "peer_p50_ms", "peer_p80_ms", "peer_gbps", "peer_pct_peak_bw", "ratio", "error",
-              "peer_error", "note", "gpu", "driver", "commit", "date"]
+              "peer_error", "note", "gpu", "driver", "commit", "date", "flush"]
 
 
 def append_csv(path: str, rows: list[dict], fields: list[str] = CSV_FIELDS) -> str:
@@ -878,7 +946,8 @@ def summarize(rows: list[dict], meta: dict | None = None) -> str:
     op_ratio = {op: geomean(v) for op, v in per_op.items()}
     g_rows, g_ops = geomean(r["ratio"] for r in rated), geomean(op_ratio.values())
     lines = ["# nbxtensor op benchmarks", ""]
-    for k in ("command", "gpu", "driver", "commit", "date", "peer", "peaks", "timing", "torch_in_library_process"):
+    for k in ("command", "gpu", "driver", "commit", "date", "peer", "peaks", "timing", "flush",
+              "torch_in_library_process"):
         if k in meta:
             lines.append(f"- {k.replace('_', ' ')}: {meta[k]}")
     lines += ["", f"Rows: {len(rows)} ({len(ok)} ok, {sum(r.get('status') == 'error' for r in rows)} errors, "

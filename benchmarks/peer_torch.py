@@ -5,7 +5,8 @@ stdin/stdout (protocol in :mod:`harness`). For each request the peer builds the 
 (:func:`harness.host_array` of each :class:`harness.InputSpec`, bit-identical to nbxtensor's), resolves the same
 call target against ``torch`` (``torch.<name>``, ``torch.nn.functional.<name>`` or a Tensor method), and times
 it with ``torch.cuda.Event`` through the same :func:`harness.run_benchmark` (warm-up, L2 flush, repeated runs),
-under ``torch.inference_mode()``.
+under ``torch.inference_mode()``. The flush is the request's ``timing.flush_mode`` (``clean``: ``zero_`` of the
+flush buffer, then a ``sum`` of another; ``write``: the ``zero_`` alone), echoed as ``"flush"`` in the reply.
 
 Only protocol lines go to stdout; everything else (warnings, prints) goes to stderr.
 
@@ -42,6 +43,7 @@ class Peer:
         self.cache_bytes = 0
         self.cache_limit = int(os.environ.get("NBX_BENCH_CACHE_BYTES", 24 << 30))
         self.flush_buf = None
+        self.read_buf = None
 
     # -- requests ---------------------------------------------------------------------------------------------
     def hello(self, msg: dict) -> dict:
@@ -69,10 +71,10 @@ class Peer:
             out = fn()
             out_bytes = H.tensor_nbytes(out)
             del out
-            times = H.run_benchmark(fn, self._clock(dev, cfg.flush_bytes), cfg)
+            times = H.run_benchmark(fn, self._clock(dev, cfg.flush_bytes, cfg.flush_mode), cfg)
         p20, p50, p80 = H.percentiles(times)
         return {"ok": True, "times_ms": times, "p20_ms": p20, "p50_ms": p50, "p80_ms": p80, "reps": len(times),
-                "out_bytes": out_bytes}
+                "out_bytes": out_bytes, "flush": cfg.flush_mode}
 
     # -- helpers ----------------------------------------------------------------------------------------------
     def _tensor(self, spec: H.InputSpec, dev):
@@ -93,15 +95,21 @@ class Peer:
                 self.cache_bytes -= old.nbytes
         return x
 
-    def _clock(self, dev, flush_bytes: int):
+    def _clock(self, dev, flush_bytes: int, flush_mode: str = "clean"):
+        """``torch.cuda.Event`` with the L2 flush of ``flush_mode`` (harness.flush_sequence), as bench_ops.make_clock
+        builds it with nbxtensor: ``zero_`` of a ``flush_bytes`` buffer, then for ``"clean"`` a read-only ``sum``
+        of another float32 buffer of ``flush_bytes``."""
         t = self.torch
         if dev.type != "cuda":
-            return H.host_clock(min(flush_bytes, 64 << 20))
+            return H.host_clock(min(flush_bytes, 64 << 20), flush_mode)
         if self.flush_buf is None or self.flush_buf.numel() != flush_bytes // 4:
-            self.flush_buf = None
+            self.flush_buf = self.read_buf = None
             self.flush_buf = t.empty(flush_bytes // 4, dtype=t.int32, device=dev)
-        buf = self.flush_buf
-        return H.EventClock(lambda: t.cuda.Event(enable_timing=True), t.cuda.synchronize, buf.zero_)
+        if flush_mode == "clean" and self.read_buf is None:
+            self.read_buf = t.ones(flush_bytes // 4, dtype=t.float32, device=dev)
+        buf, rbuf = self.flush_buf, self.read_buf
+        return H.EventClock(lambda: t.cuda.Event(enable_timing=True), t.cuda.synchronize,
+                            H.flush_sequence(flush_mode, buf.zero_, rbuf.sum if rbuf is not None else None))
 
 
 def serve(stdin=None, stdout=None) -> int:

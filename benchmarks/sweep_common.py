@@ -1,7 +1,7 @@
 """What the GPU sweeps (benchmarks/sweep_*.py) share: the import path, the common command-line options, the set-up
-(device check, output folder, device facts, timing settings, the event clock with its L2 flush, run id, commit and
-date), the budget, the timing of a variant (host cost, a single timed run for the interpreter, first call then
-timed runs), error records, the CSV of the rank-by-rank sweeps and their per-rule geometric mean.
+(device check, output folder, device facts, timing settings, the event clock with its L2 flush (``--flush``), run
+id, commit and date), the budget, the timing of a variant (host cost, a single timed run for the interpreter, first
+call then timed runs), error records, the CSV of the rank-by-rank sweeps and their per-rule geometric mean.
 
 Each sweep keeps only what is specific to its area: shapes, variants, inputs, output checks and its printed table.
 Importing this module puts the source tree's ``src`` on ``sys.path`` (before any ``nbxtensor`` import), so the
@@ -45,17 +45,33 @@ _HELP = {
 }
 
 
+_parsed_flush: list = []   # the --flush of the last parse of a sweep_parser (start()'s default flush mode)
+
+
+class _SweepParser(argparse.ArgumentParser):
+    """An ArgumentParser that remembers the ``--flush`` it parsed, so :func:`start` uses it without every sweep
+    passing it on."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, rest = super().parse_known_args(args, namespace)
+        if getattr(ns, "flush", None) is not None:
+            _parsed_flush[:] = [ns.flush]
+        return ns, rest
+
+
 def sweep_parser(doc: str, out_help: str, *, out_default: str | None = None, budget_s: float = 120.0,
                  wording: str = "work", smoke_help: str | None = None) -> argparse.ArgumentParser:
     """An argument parser described by the first paragraph of ``doc`` (the sweep's module docstring) with the
     options every sweep has, in this order: ``--out`` (required unless ``out_default`` is given; help
-    ``out_help``), ``--budget-s`` (seconds, default ``budget_s``), ``--device`` (default ``cuda``) and ``--smoke``.
+    ``out_help``), ``--budget-s`` (seconds, default ``budget_s``), ``--device`` (default ``cuda``), ``--smoke``
+    and ``--flush`` (``clean``, the default, or ``write``: harness.py, "Timing"; :func:`start` takes the parsed
+    value).
 
     ``wording`` picks the help texts (see ``_HELP``: ``"work"`` or ``"variants"``); ``smoke_help`` replaces the
     one of ``--smoke``. The caller adds its own options after these.
     """
     helps = _HELP[wording]
-    p = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _SweepParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     if out_default is None:
         p.add_argument("--out", required=True, help=out_help)
     else:
@@ -63,6 +79,9 @@ def sweep_parser(doc: str, out_help: str, *, out_default: str | None = None, bud
     p.add_argument("--budget-s", type=float, default=budget_s, help=helps["budget"].format(budget=budget_s))
     p.add_argument("--device", default="cuda", help=helps["device"])
     p.add_argument("--smoke", action="store_true", help=smoke_help or helps["smoke"])
+    p.add_argument("--flush", choices=H.FLUSH_MODES, default="clean", help="L2 flush before each timed run: clean "
+                   "(write a buffer, then read another, so the flush's dirty lines reach HBM before the start "
+                   "event; default) or write (the write alone, as Triton's do_bench)")
     return p
 
 
@@ -73,12 +92,15 @@ def names(text: str) -> list[str]:
 
 def start(name: str, nbx, dev: str, out: str, smoke: bool, *, warmup_ms: float = 10.0, rep_ms: float = 40.0,
           min_reps: int = 5, max_reps: int = 40, smoke_rep_ms: float = 1.0, smoke_max_reps: int = 2,
-          utc: bool = False, hint: str = "use --device cpu --smoke with NBX_TRITON_INTERPRET=1"):
+          utc: bool = False, hint: str = "use --device cpu --smoke with NBX_TRITON_INTERPRET=1",
+          flush_mode: str | None = None):
     """Prepare a sweep named ``name`` on ``dev`` writing into ``out``.
 
     The timing is ``warmup_ms``/``rep_ms``/``min_reps``/``max_reps`` with an L2 flush of at least 4x the card's L2;
     for ``smoke`` or the CPU no warm-up, ``smoke_rep_ms`` of repetitions, one to ``smoke_max_reps`` runs and a
-    1 MiB flush. ``date`` is local time (``2025-01-31T12:00:00``), or UTC with a ``Z`` when ``utc``.
+    1 MiB flush. The flush mode is ``flush_mode``, else the ``--flush`` a :func:`sweep_parser` parsed last, else
+    ``"clean"`` (bench_ops.make_clock; harness.py, "Timing"); ``notes`` starts with a line naming it. ``date`` is
+    local time (``2025-01-31T12:00:00``), or UTC with a ``Z`` when ``utc``.
 
     Returns:
         ``None`` (after saying why on stderr, with ``hint``) when ``dev`` is a CUDA device and none is available;
@@ -91,14 +113,16 @@ def start(name: str, nbx, dev: str, out: str, smoke: bool, *, warmup_ms: float =
         return None
     os.makedirs(out, exist_ok=True)
     facts = device_facts(nbx, dev)
-    timing = H.TimingConfig(warmup_ms=warmup_ms, rep_ms=rep_ms, min_reps=min_reps, max_reps=max_reps)
+    mode = flush_mode or (_parsed_flush[0] if _parsed_flush else "clean")
+    timing = H.TimingConfig(warmup_ms=warmup_ms, rep_ms=rep_ms, min_reps=min_reps, max_reps=max_reps,
+                            flush_mode=mode)
     if smoke or dev == "cpu":
         timing = H.TimingConfig(warmup_ms=0.0, rep_ms=smoke_rep_ms, min_reps=1, max_reps=smoke_max_reps,
-                                flush_bytes=1 << 20)
+                                flush_bytes=1 << 20, flush_mode=mode)
     elif facts.get("l2"):
         timing.flush_bytes = max(timing.flush_bytes, 4 * facts["l2"])
-    notes: list[str] = []
-    clock = make_clock(nbx, dev, timing.flush_bytes, notes)
+    notes: list[str] = [f"L2 flush {H.describe_flush(timing)}"]
+    clock = make_clock(nbx, dev, timing.flush_bytes, notes, timing.flush_mode)
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     commit = git_commit()
     date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if utc else time.strftime("%Y-%m-%dT%H:%M:%S")

@@ -1,6 +1,7 @@
 """benchmarks/bench_generate.py's GEMV rows without a GPU: ``--gemv-only --smoke --device cpu`` runs the single-call
 rows and the layer-stream row (every call of the stream timed between one event pair, bytes of all of them) on
-tiny shapes through the interpreter."""
+tiny shapes through the interpreter (the host has no CUDA graphs: the stream runs eagerly there); the graph path
+of the layer-stream row (capture, timed replays, output check, fallback) with a stand-in ``nbx.cuda``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -48,3 +50,81 @@ def test_gemv_rows_smoke_with_config_override():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [r["row"] for r in json.loads(proc.stdout.strip().splitlines()[-1])]
     assert len(rows) == 3 and all("replayed" in r for r in rows), rows
+
+
+class _FakeTensor:
+    def __init__(self, value):
+        self.value = np.array([value], np.float32)
+
+    def numel(self):
+        return 1
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self.value
+
+
+class _FakeCuda:
+    """nbx.cuda as far as bench_generate._stream uses it: a graph whose replays are counted (the capture itself
+    runs the calls, standing in for the work they would queue)."""
+
+    def __init__(self, fail: bool = False):
+        self.fail, self.replays, self.captures = fail, 0, 0
+        cuda = self
+
+        class CUDAGraph:
+            def replay(self):
+                cuda.replays += 1
+
+        class graph:
+            def __init__(self, g):
+                pass
+
+            def __enter__(self):
+                if cuda.fail:
+                    raise RuntimeError("capture refused")
+                cuda.captures += 1
+
+            def __exit__(self, *exc):
+                return False
+        self.CUDAGraph, self.graph = CUDAGraph, graph
+
+    def synchronize(self):
+        pass
+
+
+def _stream_with(fake, calls, **kw):
+    import types
+    sys.path.insert(0, BENCH)
+    import bench_generate as B
+    import harness as H
+    timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=3, max_reps=3, flush_bytes=1024)
+    return B._stream(types.SimpleNamespace(cuda=fake), H.host_clock(1024), lambda: None, timing, "t", calls,
+                     4000, 1, len(calls), **kw)
+
+
+def test_layer_stream_times_graph_replays():
+    """The stream row times replays of one captured graph, keeps the eager sequence's host enqueue time as a
+    field, compares the first replay's outputs with the eager calls' and says (graph) in its name."""
+    fake = _FakeCuda()
+    n = []
+    r = _stream_with(fake, [lambda: (n.append(1), _FakeTensor(1.0))[1], lambda: _FakeTensor(2.0)])
+    assert r["row"] == "t.layer_stream[1x2] (graph)"
+    assert fake.captures == 1 and fake.replays >= 1 + 1 + 5 + 1 + 3 + 1   # check, first, estimate, warm-up, timed, launch
+    assert r["graph_mismatch"] == 0 and r["graph_outputs_compared"] == 2 and "graph_error" not in r
+    assert r["graph_launch_us"] >= 0
+    assert r["host_enqueue_us"] > 0 and isinstance(r["host_bound"], bool) and r["calls"] == 2
+    # eager calls: compile, the reference, the capture, the host-enqueue measure (never in the timed runs)
+    assert len(n) == 4
+
+
+def test_layer_stream_graph_mismatch_and_capture_failure():
+    k = iter(range(100))
+    r = _stream_with(_FakeCuda(), [lambda: _FakeTensor(float(next(k)))])
+    assert r["graph_mismatch"] == 1                         # the replay's output differs from the eager call's
+    fake = _FakeCuda(fail=True)
+    r = _stream_with(fake, [lambda: _FakeTensor(1.0)], replay=False)
+    assert r["row"] == "t.layer_stream[1x1] (eager; graph capture failed)" and fake.replays == 0
+    assert r["graph_error"] == "RuntimeError: capture refused" and "graph_mismatch" not in r

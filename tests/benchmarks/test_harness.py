@@ -385,7 +385,12 @@ def test_peer_measures_with_torch_on_cpu():
     for r in replies[1:]:
         assert r["ok"], r
         assert 3 <= r["reps"] == len(r["times_ms"]) <= 5 and r["p20_ms"] <= r["p50_ms"] <= r["p80_ms"]
+        assert r["flush"] == "clean"          # the default mode, taken from the request's timing
     assert replies[1]["out_bytes"] == 64 * 128 * 2 and replies[2]["out_bytes"] == 64 * 128
+    timing["flush_mode"] = "write"
+    replies, p = _peer([H.encode_message({"cmd": "bench", "id": 1, "call": call.to_json(), "device": "cpu",
+                                          "timing": timing})])
+    assert replies[0]["ok"] and replies[0]["flush"] == "write", replies
 
 
 def test_peer_inputs_are_bit_identical_to_ours():
@@ -436,6 +441,90 @@ def test_run_benchmark_rep_count_follows_rep_ms():
     times = H.run_benchmark(lambda: time.sleep(0.002), H.host_clock(1024), cfg)
     assert 2 <= len(times) <= 30
     assert H.percentiles(times)[1] >= 1.9
+
+
+# -- the L2 flush mode ----------------------------------------------------------------------------------------
+
+def test_flush_mode_defaults_to_clean_and_is_checked():
+    assert H.TimingConfig().flush_mode == "clean" and H.TimingConfig.quick().flush_mode == "clean"
+    assert H.FLUSH_MODES == ("clean", "write")
+    assert H.TimingConfig(flush_mode="write").flush_mode == "write"
+    with pytest.raises(ValueError, match=r"flush_mode must be one of \('clean', 'write'\), got 'read'"):
+        H.TimingConfig(flush_mode="read")
+    with pytest.raises(ValueError, match="flush_sequence: flush_mode"):
+        H.flush_sequence("dirty", lambda: None, lambda: None)
+    with pytest.raises(ValueError, match="host_clock: flush_mode"):
+        H.host_clock(1024, "dirty")
+    # The mode travels to the peer in the timing config the protocol sends.
+    back = json.loads(H.encode_message({"timing": vars(H.TimingConfig(flush_mode="write"))}))
+    assert H.TimingConfig(**back["timing"]).flush_mode == "write"
+    assert H.describe_flush(H.TimingConfig()).startswith("clean (256 MiB write + 256 MiB read-only sum")
+    assert H.describe_flush(H.TimingConfig(flush_mode="write", flush_bytes=1 << 20)).startswith("write (1 MiB write")
+
+
+def test_flush_sequence_clean_writes_then_reads_write_only_writes():
+    log = []
+    H.flush_sequence("clean", lambda: log.append("w"), lambda: log.append("r"))()
+    assert log == ["w", "r"]
+    log.clear()
+    H.flush_sequence("write", lambda: log.append("w"), lambda: log.append("r"))()
+    assert log == ["w"]
+
+
+def test_host_clock_clean_flush_reads_a_second_buffer(monkeypatch):
+    sums = []
+    zeros = np.zeros
+    monkeypatch.setattr(H.np, "ones", lambda *a, **k: _SumSpy(zeros(*a, **k), sums))
+    clean = H.host_clock(4096, "clean")
+    write = H.host_clock(4096, "write")
+    monkeypatch.undo()
+    clean.flush()
+    assert sums == [1024]       # a read of flush_bytes // 4 float32 values
+    write.flush()
+    assert sums == [1024]       # the write mode reads nothing
+
+
+class _SumSpy:
+    def __init__(self, arr, log):
+        self.arr, self.log = arr, log
+
+    def sum(self):
+        self.log.append(self.arr.size)
+        return self.arr.sum()
+
+
+def test_make_clock_on_the_host_follows_the_mode():
+    import nbxtensor as nbx
+    notes = []
+    for mode in H.FLUSH_MODES:
+        c = bench_ops.make_clock(nbx, "cpu", 4096, notes, mode)
+        c.flush()
+        s, e = c.event(), c.event()
+        s.record()
+        e.record()
+        assert s.elapsed_time(e) >= 0
+    with pytest.raises(ValueError, match="flush_mode"):
+        bench_ops.make_clock(nbx, "cpu", 4096, notes, "nope")
+    assert not notes
+
+
+def test_sweep_parser_flush_option_reaches_start(tmp_path, capsys):
+    import sweep_common as SC
+    import nbxtensor as nbx
+    try:
+        p = SC.sweep_parser("doc", "out")
+        assert p.parse_args(["--out", "x"]).flush == "clean"
+        assert p.parse_args(["--out", "x", "--flush", "write"]).flush == "write"
+        with pytest.raises(SystemExit):
+            p.parse_args(["--out", "x", "--flush", "none"])
+        st = SC.start("t", nbx, "cpu", str(tmp_path), True)       # takes the --flush parsed last
+        assert st.timing.flush_mode == "write" and st.notes[0].startswith("L2 flush write")
+        st = SC.start("t", nbx, "cpu", str(tmp_path), True, flush_mode="clean")
+        assert st.timing.flush_mode == "clean" and st.notes[0].startswith("L2 flush clean")
+        p.parse_args(["--out", "x"])
+        assert SC.start("t", nbx, "cpu", str(tmp_path), True).timing.flush_mode == "clean"
+    finally:
+        SC._parsed_flush[:] = []
 
 
 # -- peaks and the roofline -----------------------------------------------------------------------------------
@@ -550,8 +639,10 @@ def test_bench_ops_smoke_run_records_errors_and_goes_on(tmp_path):
     assert ok["gbps"] == pytest.approx(ok["bytes"] / (ok["p50_ms"] * 1e-3) / 1e9, rel=1e-3)
     assert ok["p20_ms"] <= ok["p50_ms"] <= ok["p80_ms"]
     assert by["benchtest_undeclared"]["cost_source"] == "io-fallback"
+    assert {r["flush"] for r in rows} == {"clean"}
     md = (out / "summary.md").read_text()
     assert "planted failure" in md and "torch in library process: no" in md and "benchtest_undeclared" in md
+    assert "- flush: clean (8 MiB write + 8 MiB read-only sum before each run)" in md
     assert (out / "roofline.png").exists() and "planted failure" in (out / "bench.log").read_text()
     # --strict turns a failed row into exit 1; a second run appends.
     p2, _ = _smoke(tmp_path, "--no-peer", "--strict")
@@ -564,6 +655,12 @@ def test_bench_ops_smoke_run_records_errors_and_goes_on(tmp_path):
     assert len(rows) == 9 and rows[-1]["op"] == "benchtest_broken"
     md = (out / "summary.md").read_text()
     assert "--resume: 3 rows already measured" in md and "| benchtest_neg |" in md
+    # Rows measured with the other flush mode are not taken over by --resume.
+    p4, _ = _smoke(tmp_path, "--no-peer", "--resume", "--flush", "write")
+    assert p4.returncode == 0, p4.stderr
+    rows = H.read_csv(str(out / "results.csv"))
+    assert len(rows) == 13 and {r["flush"] for r in rows[-4:]} == {"write"}
+    assert "- flush: write (8 MiB write before each run" in (out / "summary.md").read_text()
 
 
 @pytest.mark.parity
