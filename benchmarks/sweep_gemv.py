@@ -20,7 +20,10 @@ no shared-memory round trips in the loops):
 2. ``gemv`` split-K settings on the best kernel of phase 1: ``programs_per_sm`` (split-K when the row tiles are
    fewer than that many programs per SM), ``MIN_K_SPLIT``;
 3. ``int4_gemv`` kernel settings: ``BLOCK_N``, ``BLOCK_K`` (codes per row per step; 1024 at group 32 gives one
-   16-byte group per lane), ``num_warps``, ``DECODE_ASM`` (the nibble decode in inline PTX), ``FAST_Q``;
+   16-byte group per lane), ``num_warps``, ``DECODE_ASM`` (the nibble decode in inline PTX), ``FAST_Q``; the
+   word-decode kernel (``WORD_DECODE``) with ``LOOP_STAGES`` (its loads software-pipelined as cp.async),
+   ``PREFETCH``, ``PERSIST`` and a register cap ``maxnreg`` (first in the phase: the session-4b variants for
+   occupancy and loads in flight; run only the int4 phases with ``--phases int4,int4-split``);
 4. ``int4_gemv`` split-K settings on the best of phase 3;
 5. if time is left: ``gemv`` with 4 and 8 rows (``DOT_T``: the weight tile as the dot's A operand).
 
@@ -138,8 +141,37 @@ GEMV_SPLIT = [
 # or BLOCK_N 64 / 8 warps (128), against 12.1 for the table kernel (64 registers); no shared memory in the loop.
 # PERSIST P (no split-K): P programs per SM looping over row tiles (registers with it: 128 at BLOCK_N 16, 4 CTAs
 # of 4 warps per SM; 161 at BLOCK_N 32, 3 per SM), so 896 / 448 tiles of 14336x4096 run without a partial wave.
+# Session 4b (occupancy and loads in flight; ncu on the H200: the word kernel at BLOCK_N 16 ran 0.78 waves at 22 %
+# achieved occupancy with 45 % of its stalls waiting on loads). sm_90 compiles (4096x14336 unless said; registers,
+# shared memory per CTA, SASS instructions per packed byte in the loop; no spills in any):
+# - LOOP_STAGES S: Triton's pipeliner issues the packed-weight and x loads as cp.async (LDGSTS) S - 1 steps ahead
+#   of the decode (x staged once per step as a (1, BC) tile), the only form in which ptxas keeps the loads ahead:
+#   BLOCK_N 4 / BLOCK_K 2048 / 4 warps (K split over 2 warps of the program, 2 rows per thread; in-program
+#   reduction at the end, no workspace): 64 registers, 17 KB, 8 CTAs per SM (50 % occupancy), 1024 programs for
+#   4096 rows (one full wave), 3584 for 14336, 9.9 instr/byte; BLOCK_N 8 / 4 warps (4 rows per thread) 128
+#   registers, 8.2 (maxnreg 80: 8.6, 6 CTAs per SM; maxnreg 96: 8.3); BLOCK_N 8 / 8 warps 80, 10.3; BLOCK_N 16
+#   / BLOCK_K 1024 96, 22 KB, 9.1; S = 2 72, 9.2; S = 4 64, 10.0; PERSIST 8 + maxnreg 64 (1056 programs that stay
+#   resident, 14336x4096) 64, 10.0;
+# - the same tiles without the pipeliner: BLOCK_N 4 / 4 warps 72 registers, 9.25 (maxnreg 64: 9.6); BLOCK_N 8 /
+#   8 warps 73, 9.2;
+# - PREFETCH (next step's loads first in the Triton source): ptxas sinks them to the loop's end again (no LDG
+#   before the first FFMA of the loop), 71 registers at BLOCK_N 4 (maxnreg 64: 10.2); kept for the record.
 INT4_KERNEL = [
     _v("table"),
+    _v("w n4 k2048 w4 st3", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3),
+    _v("w n8 k2048 w4 st3 r80", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, maxnreg=80),
+    _v("w n4 k2048 st3 p8 r64", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, PERSIST=8,
+       maxnreg=64),
+    _v("w n8 k2048 st3 p6 r80", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, PERSIST=6,
+       maxnreg=80),
+    _v("w n8 k2048 w8 st3", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=8, LOOP_STAGES=3),
+    _v("w n16 k1024 w4 st3", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4, LOOP_STAGES=3),
+    _v("w n8 k2048 w4 st3", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3),
+    _v("w n4 k2048 w4 st2", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, LOOP_STAGES=2),
+    _v("w n4 k2048 w4 st4 r64", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, LOOP_STAGES=4, maxnreg=64),
+    _v("w n4 k2048 w4 r64", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, maxnreg=64),
+    _v("w n8 k2048 w8", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=8),
+    _v("w n4 k2048 w4 pf r64", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, PREFETCH=True, maxnreg=64),
     _v("w n16 k1024 w4", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4),
     _v("w n16 k1024 w4 p4", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4, PERSIST=4),
     _v("w n32 k1024 w4", WORD_DECODE=True, BLOCK_N=32, BLOCK_K=1024, num_warps=4),
@@ -180,7 +212,7 @@ PHASES = [("gemv", "gemv", GEMV_KERNEL, 0.38), ("gemv-split", "gemv", GEMV_SPLIT
           ("mrow", "gemv", MROW, 1.0)]
 SMOKE_VARIANTS = {"table", "n4 k256 u4 pf", "n8 k256 u4 w8", "n4 k256 u4 ef", "split P8", "n8 k1024 w4 asm",
                   "n16 k1024 w4", "n8 k1024 exact-q", "split P6", "dot_t n64 k128", "persist4", "persist4 n8 w8",
-                  "w n16 k1024 w4", "w n32 k1024 w8"}
+                  "w n16 k1024 w4", "w n32 k1024 w8", "w n16 k1024 w4 st3"}
 
 CSV_COLUMNS = ["run_id", "phase", "variant", "settings", "shape", "M", "K", "N", "grid", "status", "check",
                "max_excess", "p20_us", "p50_us", "p80_us", "reps", "bytes", "gbps", "pct_4800", "call_p50_us",

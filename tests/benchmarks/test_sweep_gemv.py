@@ -27,7 +27,7 @@ INTERPRET = os.environ.get("NBX_TRITON_INTERPRET", "0") == "1"
 GEMV_KEYS = {"BLOCK_N", "BLOCK_K", "BLOCK_M", "UNROLL", "PREFETCH", "PERSIST", "DOT_T", "EVICT_W",
              "programs_per_sm", "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages"}
 INT4_KEYS = {"BLOCK_N", "BLOCK_K", "FAST_Q", "DECODE_ASM", "WORD_DECODE", "WORD_ASM", "PERSIST", "EVICT_W",
-             "programs_per_sm", "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages"}
+             "programs_per_sm", "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages", "PREFETCH", "LOOP_STAGES", "maxnreg"}
 
 
 def test_variant_tables_are_well_formed():
@@ -97,7 +97,7 @@ def _compile(kernel, args, meta):
             types[name] = "fp64" if name in ("alpha", "beta") else "fp32"
         else:
             types[name] = "i32" if -2 ** 31 <= a < 2 ** 31 else "i64"
-    consts = {k: v for k, v in meta.items() if k not in ("num_warps", "num_stages")}
+    consts = {k: v for k, v in meta.items() if k not in ("num_warps", "num_stages", "maxnreg")}
     return H.compile_sm90(kernel, types, consts, num_warps=meta.get("num_warps", 4))
 
 

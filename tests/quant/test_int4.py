@@ -244,7 +244,7 @@ def _compile_sm90(kernel, args, meta):
             types[name] = "fp32"
         else:
             types[name] = "i32" if -2 ** 31 <= a < 2 ** 31 else "i64"
-    consts = {k: v for k, v in meta.items() if k not in ("num_warps", "num_stages")}
+    consts = {k: v for k, v in meta.items() if k not in ("num_warps", "num_stages", "maxnreg")}
     return H.compile_sm90(kernel, types, consts, num_warps=meta.get("num_warps", 4))
 
 
@@ -276,6 +276,11 @@ def test_kernels_compile_for_sm90(monkeypatch, G, act, sc, has_min):
             got += _sm90_launches(monkeypatch, lambda: lin(x), WORD_DECODE=True, BLOCK_K=32, target_programs=4096,
                                   MIN_K_SPLIT=G)
             assert got[-1][0] is Q._int4_gemv_w_kernel and got[-1][3]["WASM"] and got[-1][3]["SPLIT"]
+            got += _sm90_launches(monkeypatch, lambda: lin(x), WORD_DECODE=True, BLOCK_K=64, BLOCK_N=4, PREFETCH=True)
+            assert got[-1][3]["PREFETCH"]
+            got += _sm90_launches(monkeypatch, lambda: lin(x), WORD_DECODE=True, BLOCK_K=64, BLOCK_N=4, LOOP_STAGES=3,
+                                  maxnreg=64)
+            assert got[-1][3]["STAGES"] == 3 and got[-1][3]["maxnreg"] == 64
     got += _sm90_launches(monkeypatch, lambda: lin.dequantize(act))
     assert {k.__name__ for k, _, _, _ in got} - {"_int4_gemv_w_kernel"} == {"_int4_gemv_kernel",
                                                                           "_int4_dequant_kernel"}
@@ -405,7 +410,12 @@ def test_word_decode_kernel(monkeypatch, device, symmetric):
             ref = int4_linear_oracle(xs, lin.qweight, lin.scales, lin.mins, None, G)
             for settings in (dict(WORD_DECODE=True, BLOCK_K=64, BLOCK_N=4),
                              dict(WORD_DECODE=True, BLOCK_K=32, BLOCK_N=8, target_programs=64, MIN_K_SPLIT=32),
-                             dict(WORD_DECODE=True, BLOCK_K=128, BLOCK_N=1, PERSIST=1, target_programs=1)):
+                             dict(WORD_DECODE=True, BLOCK_K=128, BLOCK_N=1, PERSIST=1, target_programs=1),
+                             # software-pipelined loads: by hand (the last step re-loads itself; split-K ranges)
+                             # and Triton's pipeliner (a register cap on the GPU)
+                             dict(WORD_DECODE=True, BLOCK_K=32, BLOCK_N=8, PREFETCH=True, target_programs=64,
+                                  MIN_K_SPLIT=64),
+                             dict(WORD_DECODE=True, BLOCK_K=64, BLOCK_N=4, LOOP_STAGES=3, maxnreg=64)):
                 names.clear()
                 MM.clear_plans()
                 with override("int4_gemv", **settings):

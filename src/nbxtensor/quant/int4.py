@@ -46,7 +46,11 @@ multiplies by it in float64.
   halfwords joined into int32 words, each word's 8 codes decoded with 4 shifts and 8 ``lop3`` in inline PTX (low
   nibbles as ``16 + q/16``, high nibbles as ``1 + q/16``: ``sum q x = 16 (sum w x - 16 sum_lo x - sum_hi x)``),
   one FFMA chain per word, ``x`` converted and summed once for all of a thread's rows, no shared memory in the
-  loop; ``PERSIST``: fewer programs than row tiles, each looping over them.
+  loop; ``PERSIST``: fewer programs than row tiles, each looping over them; ``LOOP_STAGES``: the loads
+  software-pipelined (async copies through shared memory, ``x`` staged once per step); ``PREFETCH``: the next
+  step's loads written before this step's arithmetic (ptxas may sink them again). A small ``BLOCK_N`` with a
+  large ``BLOCK_K`` (e.g. 4 x 2048) splits K over the warps of one program (Triton's layout puts warps along
+  the columns first), reduced inside the program at the end.
 - ``_int4_dequant_kernel`` (prefill, ``M > MAX_M``): writes ``W`` in the activation dtype into a scratch
   buffer, then the GEMM of :mod:`nbxtensor.ops.matmul` runs (dequantize-then-GEMM; the scratch is ``N * K``
   elements of the activation dtype for one call).
@@ -370,10 +374,56 @@ def _halves(p, XBF16: tl.constexpr):
 
 
 @jit
-def _w_tile(X32, W16, S, MN, pid_n, m, g_lo, g_hi, N, Z, sxm, swn, ssn, BLOCK_N: tl.constexpr, NGC: tl.constexpr,
-            HAS_MIN: tl.constexpr, WASM: tl.constexpr, XBF16: tl.constexpr, EVICT_W: tl.constexpr,
-            EXACT: tl.constexpr):
-    # sum over groups [g_lo, g_hi) of one row tile of _int4_gemv_w_kernel, as a (1, BLOCK_N) float32 row
+def _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, gw, HAS_MIN: tl.constexpr, EVICT_W: tl.constexpr):
+    # the loads of one step of _w_tile at group gw: the two halfword tiles, the four x word tiles, the scales
+    # and (HAS_MIN) the minima (else the scales again, unused)
+    wp = w_ptrs + gw * 8
+    ha = tl.load(wp, eviction_policy=EVICT_W)
+    hb = tl.load(wp + 4, eviction_policy=EVICT_W)
+    xp = x_ptrs + gw * 16
+    pa = tl.load(xp, eviction_policy="evict_last")        # lo of bytes 2j, 2j+1
+    pb = tl.load(xp + 4, eviction_policy="evict_last")    # lo of bytes 8+2j, 9+2j
+    pc = tl.load(xp + 8, eviction_policy="evict_last")    # hi of bytes 2j, 2j+1
+    pd = tl.load(xp + 12, eviction_policy="evict_last")   # hi of bytes 8+2j, 9+2j
+    s = tl.load(s_ptrs + gw)
+    if HAS_MIN:
+        mn = tl.load(m_ptrs + gw)
+    else:
+        mn = s
+    return ha, hb, pa, pb, pc, pd, s, mn
+
+
+@jit
+def _w_step(acc, ha, hb, pa, pb, pc, pd, s, mn, BLOCK_N: tl.constexpr, NGC: tl.constexpr, HAS_MIN: tl.constexpr,
+            WASM: tl.constexpr, XBF16: tl.constexpr, EXACT: tl.constexpr):
+    # acc (BLOCK_N, NGC) += one step's per-group products (the loads of _w_load)
+    xa0, xa1 = _halves(pa, XBF16)
+    xb0, xb1 = _halves(pb, XBF16)
+    xc0, xc1 = _halves(pc, XBF16)
+    xd0, xd1 = _halves(pd, XBF16)
+    sf = _cvt(s, tl.float32, EXACT)
+    l0, h0, l1, h1, l2, h2, l3, h3 = _word_codes(ha, hb, WASM)
+    xlw = xa0 + xa1 + xb0 + xb1
+    xhw = xc0 + xc1 + xd0 + xd1
+    nx16 = -(16.0 * xlw + xhw)  # x alone: once for all rows; the FFMA chain starts from it
+    d = nx16 + l0 * xa0 + h0 * xc0 + l1 * xa1 + h1 * xc1 + l2 * xb0 + h2 * xd0 + l3 * xb1 + h3 * xd1
+    dg = tl.sum(tl.reshape(d, (BLOCK_N, NGC, 4)), axis=2)  # sum q x / 16
+    XR: tl.constexpr = xlw.shape[0]  # rows of the x tile: 1 or BLOCK_N
+    xsg = tl.sum(tl.reshape(xlw + xhw, (XR, NGC, 4)), axis=2)  # sum x of each group
+    if HAS_MIN:
+        acc += (16.0 * sf) * dg + _cvt(mn, tl.float32, EXACT) * xsg
+    else:
+        acc += sf * (16.0 * dg - 8.0 * xsg)
+    return acc
+
+
+@jit
+def _w_tile(X32, W16, S, MN, pid_n, m, g_lo, g_hi, N, NG, Z, sxm, swn, ssn, BLOCK_N: tl.constexpr,
+            NGC: tl.constexpr, HAS_MIN: tl.constexpr, WASM: tl.constexpr, XBF16: tl.constexpr, EVICT_W: tl.constexpr,
+            PREFETCH: tl.constexpr, STAGES: tl.constexpr, EXACT: tl.constexpr):
+    # sum over groups [g_lo, g_hi) of one row tile of _int4_gemv_w_kernel, as a (1, BLOCK_N) float32 row.
+    # PREFETCH: the loads of the next step are issued before this step's decode and FFMAs (software pipelining,
+    # two steps of loads in flight per thread; the last step re-loads itself, from L1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     wn = tl.minimum(rn, N - 1).to(tl.int64)  # rows past N re-read row N-1 (valid memory); masked on store
     BC: tl.constexpr = NGC * 4        # columns per step
@@ -382,33 +432,32 @@ def _w_tile(X32, W16, S, MN, pid_n, m, g_lo, g_hi, N, Z, sxm, swn, ssn, BLOCK_N:
     ho = ((rc // 4) * 8 + rc % 4).to(tl.int64)   # halfword j of the column's group
     w_ptrs = W16 + wn[:, None] * (swn // 2) + ho[None, :]
     xo = ((rc // 4) * 16 + rc % 4).to(tl.int64)  # x word j of the group (pairs of 16-bit values)
-    x_ptrs = X32 + _wide(m) * (sxm // 2) + tl.broadcast_to(xo[None, :], (BLOCK_N, BC))
+    if STAGES > 1:
+        # x as a (1, BC) tile, staged once per step by the pipeliner (the broadcast tile would be staged once per
+        # row of the thread: 4x the shared memory and L2 traffic at BLOCK_N 4); without the pipeliner the
+        # broadcast tile keeps every load in the weight tile's layout (sm_90: fewer registers and instructions)
+        x_ptrs = X32 + _wide(m) * (sxm // 2) + tl.broadcast_to(xo[None, :], (1, BC))
+    else:
+        x_ptrs = X32 + _wide(m) * (sxm // 2) + tl.broadcast_to(xo[None, :], (BLOCK_N, BC))
     s_ptrs = S + wn[:, None] * ssn + (rg + Z)[None, :]
     m_ptrs = MN + wn[:, None] * ssn + (rg + Z)[None, :]
     acc = tl.zeros((BLOCK_N, NGC), dtype=tl.float32)
-    for g0 in range(g_lo, g_hi, NGC):
-        gw = _wide(g0)
-        wp = w_ptrs + gw * 8
-        ha = tl.load(wp, eviction_policy=EVICT_W)
-        hb = tl.load(wp + 4, eviction_policy=EVICT_W)
-        xp = x_ptrs + gw * 16
-        xa0, xa1 = _halves(tl.load(xp, eviction_policy="evict_last"), XBF16)        # lo of bytes 2j, 2j+1
-        xb0, xb1 = _halves(tl.load(xp + 4, eviction_policy="evict_last"), XBF16)    # lo of bytes 8+2j, 9+2j
-        xc0, xc1 = _halves(tl.load(xp + 8, eviction_policy="evict_last"), XBF16)    # hi of bytes 2j, 2j+1
-        xd0, xd1 = _halves(tl.load(xp + 12, eviction_policy="evict_last"), XBF16)   # hi of bytes 8+2j, 9+2j
-        s = _cvt(tl.load(s_ptrs + gw), tl.float32, EXACT)
-        l0, h0, l1, h1, l2, h2, l3, h3 = _word_codes(ha, hb, WASM)
-        xlw = xa0 + xa1 + xb0 + xb1
-        xhw = xc0 + xc1 + xd0 + xd1
-        nx16 = -(16.0 * xlw + xhw)  # x alone: once for all rows; the FFMA chain starts from it
-        d = nx16 + l0 * xa0 + h0 * xc0 + l1 * xa1 + h1 * xc1 + l2 * xb0 + h2 * xd0 + l3 * xb1 + h3 * xd1
-        dg = tl.sum(tl.reshape(d, (BLOCK_N, NGC, 4)), axis=2)  # sum q x / 16
-        xsg = tl.sum(tl.reshape(xlw + xhw, (BLOCK_N, NGC, 4)), axis=2)
-        if HAS_MIN:
-            mn = _cvt(tl.load(m_ptrs + gw), tl.float32, EXACT)
-            acc += (16.0 * s) * dg + mn * xsg
-        else:
-            acc += s * (16.0 * dg - 8.0 * xsg)
+    if PREFETCH:
+        ha, hb, pa, pb, pc, pd, s, mn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, _wide(tl.minimum(g_lo, NG - NGC)),
+                                                HAS_MIN, EVICT_W)
+        for g0 in range(g_lo, g_hi, NGC):
+            gn = _wide(tl.maximum(tl.minimum(g0 + NGC, g_hi - NGC), 0))
+            nha, nhb, npa, npb, npc, npd, ns, nmn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, gn, HAS_MIN, EVICT_W)
+            acc = _w_step(acc, ha, hb, pa, pb, pc, pd, s, mn, BLOCK_N, NGC, HAS_MIN, WASM, XBF16, EXACT)
+            ha, hb, pa, pb, pc, pd, s, mn = nha, nhb, npa, npb, npc, npd, ns, nmn
+    elif STAGES > 1:  # Triton's software pipeliner: the loop's loads as async copies STAGES - 1 steps ahead
+        for g0 in tl.range(g_lo, g_hi, NGC, num_stages=STAGES):
+            ha, hb, pa, pb, pc, pd, s, mn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, _wide(g0), HAS_MIN, EVICT_W)
+            acc = _w_step(acc, ha, hb, pa, pb, pc, pd, s, mn, BLOCK_N, NGC, HAS_MIN, WASM, XBF16, EXACT)
+    else:
+        for g0 in range(g_lo, g_hi, NGC):
+            ha, hb, pa, pb, pc, pd, s, mn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, _wide(g0), HAS_MIN, EVICT_W)
+            acc = _w_step(acc, ha, hb, pa, pb, pc, pd, s, mn, BLOCK_N, NGC, HAS_MIN, WASM, XBF16, EXACT)
     return tl.reshape(tl.sum(acc, axis=1), (1, BLOCK_N))
 
 
@@ -418,7 +467,7 @@ def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLI
                         G: tl.constexpr, BLOCK_N: tl.constexpr, NGC: tl.constexpr, HAS_MIN: tl.constexpr,
                         HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, WASM: tl.constexpr,
                         XBF16: tl.constexpr, SPLIT: tl.constexpr, PERSIST: tl.constexpr, EVICT_W: tl.constexpr,
-                        EXACT: tl.constexpr):
+                        PREFETCH: tl.constexpr, STAGES: tl.constexpr, EXACT: tl.constexpr):
     # The word-decode variant of _int4_gemv_kernel (group 32, 16-bit activations with unit stride, whole steps).
     # Column j (0..3) of a group takes the group's 16-bit halfwords j and 4 + j (bytes 2j, 2j+1, 8+2j, 9+2j),
     # joined into one int32 word v; its 8 codes are decoded with 12 integer instructions (_word_codes: low
@@ -438,8 +487,8 @@ def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLI
     rm = tl.arange(0, 1)
     if PERSIST:
         for p in range(pid, tl.cdiv(N, BLOCK_N) * M, tl.num_programs(0)):
-            tot = _w_tile(X32, W16, S, MN, p // M, p % M, 0, NG, N, Z, sxm, swn, ssn, BLOCK_N, NGC, HAS_MIN, WASM,
-                          XBF16, EVICT_W, EXACT)
+            tot = _w_tile(X32, W16, S, MN, p // M, p % M, 0, NG, N, NG, Z, sxm, swn, ssn, BLOCK_N, NGC, HAS_MIN,
+                          WASM, XBF16, EVICT_W, PREFETCH, STAGES, EXACT)
             mo = _wide(p % M)
             _epilogue(tot, rm, (p // M) * BLOCK_N + tl.arange(0, BLOCK_N), 1, N, OUT + mo * som, som, son, C, 0,
                       scn, R + mo * srm, srm, srn, 1.0, 1.0, False, HAS_C, HAS_R, ACT, True, True, EXACT)
@@ -449,8 +498,8 @@ def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLI
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         g_lo = pid_k * G_SPLIT
         g_hi = tl.minimum(g_lo + G_SPLIT, NG)
-        tot = _w_tile(X32, W16, S, MN, pid_n, m, g_lo, g_hi, N, Z, sxm, swn, ssn, BLOCK_N, NGC, HAS_MIN, WASM,
-                      XBF16, EVICT_W, EXACT)
+        tot = _w_tile(X32, W16, S, MN, pid_n, m, g_lo, g_hi, N, NG, Z, sxm, swn, ssn, BLOCK_N, NGC, HAS_MIN, WASM,
+                      XBF16, EVICT_W, PREFETCH, STAGES, EXACT)
         mo = _wide(m)
         if SPLIT:
             _split_k_finish(tot, rm, rn, 1, N, MNS, WS + mo * N, LOCKS, pid, pid_k, NSPLIT, OUT + mo * som, som,
@@ -504,8 +553,10 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
     activations: decode codes as ``1 + q/16`` floats, see ``_nibbles``; default on), ``DECODE_ASM`` (that decode in
     inline PTX; GPU only), ``WORD_DECODE`` (group 32, 16-bit x with unit stride, whole steps: the word-decode
     kernel ``_int4_gemv_w_kernel``; default off) with ``WORD_ASM`` (its decode in inline PTX on the GPU; default
-    on) and ``PERSIST`` (without split-K: at most this many programs per SM, each looping over row tiles; 0, the
-    default, one program per tile), ``EVICT_W``, ``programs_per_sm``/``target_programs`` and ``MIN_K_SPLIT``
+    on), ``PERSIST`` (without split-K: at most this many programs per SM, each looping over row tiles; 0, the
+    default, one program per tile), ``LOOP_STAGES`` (> 1: Triton's software pipeliner issues the packed-weight
+    and x loads as async copies that many steps minus one ahead; default 1), ``PREFETCH`` (the next step's loads
+    issued before this step's decode in the source; default off) and ``maxnreg`` (a register cap), ``EVICT_W``, ``programs_per_sm``/``target_programs`` and ``MIN_K_SPLIT``
     (split-K over groups, as the bf16 GEMV: :func:`nbxtensor.ops.matmul.split_k`), ``num_warps``, ``num_stages``. Programs
     take one row of ``x`` each (``M`` on grid axis 0, next to the programs that read the same weight rows).
     """
@@ -547,8 +598,10 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
                 dict(G=G, BLOCK_N=bn, NGC=ngc, HAS_MIN=mins is not None, HAS_C=bias is not None,
                      HAS_R=residual is not None, ACT=_ACT_CODE[activation], WASM=not exact and bool(cfg.get("WORD_ASM", True)),
                      XBF16=x.dtype is T.bfloat16, SPLIT=use_split, PERSIST=per_sm > 0,
-                     EVICT_W=str(cfg.get("EVICT_W", "")), EXACT=exact, num_warps=cfg.get("num_warps", 4),
-                     num_stages=cfg.get("num_stages", 2)),
+                     EVICT_W=str(cfg.get("EVICT_W", "")), PREFETCH=bool(cfg.get("PREFETCH", False)),
+                     STAGES=int(cfg.get("LOOP_STAGES", 1)), EXACT=exact,
+                     num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 2),
+                     **({"maxnreg": int(cfg["maxnreg"])} if cfg.get("maxnreg") else {})),
                 ws=ws if use_split else None, locks=(locks, n_tiles * M) if use_split else None)
         return
     _launch(_int4_gemv_kernel, (n_tiles * M, split),
