@@ -39,6 +39,11 @@ Run on the H200 from the source tree::
 
     PYTHONPATH=src python3 benchmarks/sweep_decode_attention.py --out $OUT/sweep --budget-s 100
 
+``--new`` runs only the table and this round's ``NEW_VARIANTS`` (the kernel phase may then use 85 % of the
+budget, the paged rows the rest; no split or combine phase)::
+
+    PYTHONPATH=src python3 benchmarks/sweep_decode_attention.py --new --out $OUT/sweep --budget-s 85
+
 Smoke test on a host without a GPU (the interpreter runs the same code paths on tiny shapes)::
 
     NBX_TRITON_INTERPRET=1 PYTHONPATH=src python3 benchmarks/sweep_decode_attention.py --device cpu --smoke \
@@ -96,8 +101,37 @@ def _v(name, **s):
 #   costs a program per SM; with it no spills);
 # - num_warps=1: one warp owns the 16 query rows and the keys of a tile, so the softmax needs no cross-warp
 #   reduction at all (BLOCK_N 16, 4 stages: 138 regs, 28 KB of shared memory, 7 programs per SM).
+# Session 4, second round (run first; ``--new`` runs only these and the table, < 90 s). The table (lazy_rowsum,
+# waves at 528 programs, min_chunk 128) pays a second launch for the combine (~6 us of ~140 at b8-32k). New keys:
+# - fuse_fold=U (with fuse_combine=N): the last program of each (sequence, kv head) folds the partials one after
+#   another in split order with a running maximum, U splits' loads in flight per step, over the 8 rows of the
+#   GQA group (not 16) and all 128 columns at once: 14 splits at U=8 are 2 L2 round trips at the kernel's end
+#   (the old fused combine: [16, 32, 8] tiles in 16 steps). sm_90: 96 registers as the table (no spills), the
+#   fold's 8 LDG.E.128 + 16 scalar loads (U=4) issued before its arithmetic;
+# - fuse_group=G: more than G splits (batch 1: 114-228) fold in two levels (each group of G splits by its
+#   last program, then the groups by the last group), so no program folds 100+ partials at the end;
+# - combine_one: the separate combine loads m, l and acc once (one L2 round trip; same bits as the table);
+# - maxnreg 80/72/64 (6/7/8 programs per SM by registers; 37 KB of shared memory at 3 stages caps at 6, 2 stages
+#   ~20 KB) with the wave target raised to match; BLOCK_N 64 with 8 warps.
+FOLD = dict(fuse_combine=256, fuse_fold=8, fuse_group=16)
+NEW_VARIANTS = [
+    _v("fold8 g16", **FOLD),
+    _v("fold8 g16 maxnreg80 6/SM", **FOLD, maxnreg=80, target_programs=792),
+    _v("fold8 g16 waves 5/SM", **FOLD, target_programs=660),
+    _v("combine one", combine_one=True),
+    _v("fold8 g16 b1 t1056 s256", **FOLD, target_programs=1056, max_splits=256),
+    _v("fold8 g16 waves 2/SM", **FOLD, target_programs=264),
+    _v("fold8 g16 waves 3/SM", **FOLD, target_programs=396),
+    _v("fold4 g16", **{**FOLD, "fuse_fold": 4}),
+    _v("fold8 g16 s2 maxnreg72 7/SM", **FOLD, num_stages=2, maxnreg=72, target_programs=924),
+    _v("s2 maxnreg64 8/SM combine one", num_stages=2, maxnreg=64, target_programs=1056, combine_one=True),
+    _v("fold8 g16 n64 w8", **FOLD, BLOCK_N=64, num_warps=8),
+    _v("fold8 g8 b1 t1056 s256", **{**FOLD, "fuse_group": 8}, target_programs=1056, max_splits=256),
+]
+
 KERNEL_VARIANTS = [
     _v("table"),
+    *NEW_VARIANTS,
     _v("fuse32 lazy", fuse_combine=32, lazy_rowsum=True, maxnreg=96),
     _v("lazy", lazy_rowsum=True),
     _v("w1 n16 s4 fuse32 lazy", num_warps=1, BLOCK_N=16, num_stages=4, lazy_rowsum=True, fuse_combine=32,
@@ -159,7 +193,8 @@ COMBINE_VARIANTS = [
     _v("comb s16 dv128 w4", BLOCK_S=16, combine_dv=128, combine_warps=4),
 ]
 
-SMOKE_VARIANTS = {"table", "fuse32 lazy", "w1 n16 s4 fuse32 lazy", "tma n64 w4 s3", "wg64 tma n64 s2", "waves 3/SM",
+SMOKE_VARIANTS = {"table", "fold8 g16", "fold4 g16", "combine one", "fuse32 lazy", "w1 n16 s4 fuse32 lazy",
+                  "tma n64 w4 s3", "wg64 tma n64 s2", "waves 3/SM",
                   "comb s64 dv32 w2"}
 
 # Shares of the budget each phase may use up to (kernel, paged, split, combine): every phase gets some time.
@@ -298,6 +333,7 @@ def parse_args(argv):
     p.add_argument("--shapes", default="", help="comma-separated shape labels (default: all)")
     p.add_argument("--variants", default="", help="comma-separated variant names to run (the table always runs)")
     p.add_argument("--list", action="store_true", help="print the shapes and variants and exit")
+    p.add_argument("--new", action="store_true", help="only the table and NEW_VARIANTS (this round's keys)")
     return p.parse_args(argv)
 
 
@@ -320,6 +356,9 @@ def main(argv=None) -> int:
     variants = _all_variants()
     if a.smoke:  # the interpreter runs a call in about a second: a few variants of each phase
         variants = [v for v in variants if v[1] in SMOKE_VARIANTS]
+    if a.new:
+        fresh = {n for n, _ in NEW_VARIANTS} | {"table"}
+        variants = [v for v in variants if v[1] in fresh and v[0] == "kernel"]
     if a.variants:
         want = set(SC.names(a.variants))
         unknown = want - {v[1] for v in variants}
@@ -401,6 +440,8 @@ def main(argv=None) -> int:
                 s["BLOCK_N"] = 32
             if a.smoke and s.get("min_chunk", 0) > 16:  # several splits of the tiny caches (the fused combine runs)
                 s["min_chunk"] = 16
+            if a.smoke and s.get("fuse_group", 0) > 2:  # the two-level fold on the tiny caches' few splits
+                s["fuse_group"] = 2
             scale = 1.0 / math.sqrt(c.D)
             fn = c.run(DA.launch_decode, scale)
             ts = time.monotonic()
@@ -468,8 +509,9 @@ def main(argv=None) -> int:
     paged = [c for c in cases if c.page]
     # Phase 1 on the contiguous caches (each variant compiles its kernels once per cache kind). Each phase may use
     # the budget up to its share, so that every phase gets some time.
+    shares = (0.85, 1.0, 1.0, 1.0) if a.new else SHARES  # --new: no split or combine phase after the kernels
     for ph, name, settings in variants:
-        if ph == "kernel" and not run_variant(ph, name, settings, contiguous or cases, SHARES[0]):
+        if ph == "kernel" and not run_variant(ph, name, settings, contiguous or cases, shares[0]):
             break
     # Phase 1b: the paged caches for the table and the best three kernel variants (TMA does not apply to pages).
     if paged and not stopped:
@@ -480,10 +522,10 @@ def main(argv=None) -> int:
             if key in seen:
                 continue
             seen.add(key)
-            if len(seen) > 4 or not run_variant("kernel", name, settings_of[name], paged, SHARES[1]):
+            if len(seen) > 4 or not run_variant("kernel", name, settings_of[name], paged, shares[1]):
                 break
     # Phases 2 and 3 on every shape, on top of the best settings so far.
-    for phase, share in (("split", SHARES[2]), ("combine", SHARES[3])):
+    for phase, share in (("split", shares[2]), ("combine", shares[3])):
         if stopped:
             break
         ranked = ranking(results, [c.label for c in cases]) or ranking(results, [c.label for c in contiguous])

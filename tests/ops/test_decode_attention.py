@@ -296,6 +296,73 @@ def test_fused_combine_and_lazy_rowsum(settings, paged, device, launches):
             assert launches[-1][0] == "_decode_combine_kernel"
 
 
+# The fold (fuse_fold): one level over the 5 splits (2 in flight per step: a partial last step), two levels with
+# groups of 2 (3 groups, the last one short) and of 3 under lazy row sums, and one level with one warp.
+FOLDS = [dict(fuse_combine=64, fuse_fold=2), dict(fuse_combine=64, fuse_fold=4, fuse_group=2),
+         dict(fuse_combine=64, fuse_fold=1, fuse_group=3, lazy_rowsum=True),
+         dict(fuse_combine=64, fuse_fold=8, num_warps=1)]
+FOLD_CASES = [(s, p) for p in (False, True) for s in FOLDS if not (QUICK and p and s is not FOLDS[1])]
+
+
+@pytest.mark.parametrize("settings,paged", FOLD_CASES,
+                         ids=[f"{['one', 'two-g2', 'two-g3-lazy', 'one-w1'][FOLDS.index(s)]}-"
+                              f"{'paged' if p else 'contiguous'}" for s, p in FOLD_CASES])
+def test_fused_fold(settings, paged, device, launches):
+    """``fuse_fold``: the last program of each (sequence, kv head) folds the partials in split order (one level),
+    or with ``fuse_group`` the last program of each group of splits folds its group and the last group folds the
+    groups (two levels): one launch, within the declared tolerance of the oracle for lengths 0..capacity (a
+    sequence of 17 keys fills 2 of the 5 splits: groups without keys), 0 for an empty sequence, a replay gives
+    the same bits (the arrival counters are reset by the launch that used them)."""
+    dt = T.bfloat16
+    rng = np.random.default_rng(191 + paged)
+    B, Hq, hkv, E, EV, cap = 4, 8, 2, 64, 48, 70
+    lens = np.array([0, 17, 1, cap], np.int32)
+    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, EV), dt)
+    if paged:
+        kp, vp, bt = _paged_from(k, v, 16, rng)
+        args = [dev(a, device) for a in (q, kp, vp, bt, lens)]
+        fn = F.paged_decode_attention
+    else:
+        args = [dev(a, device) for a in (q, k, v, lens)]
+        fn = F.decode_attention
+    replay = device != "cpu"
+    with override("decode_attention", **MANY_SPLITS, **settings):
+        out = fn(*args)
+        again = fn(*args) if replay else out
+        third = fn(*args) if replay else out
+    _check(out, decode_oracle(q, k, v, lens), _mag(q, k, v, lens), dt, E, f"{settings} paged={paged}")
+    assert host(out).tobytes() == host(again).tobytes() == host(third).tobytes(), "a replayed step: same bits"
+    assert np.all(host(out)[0] == 0), "an empty sequence gives 0"
+    if _kernels_run(device):
+        calls = 3 if replay else 1
+        assert [n for n, _, _ in launches] == ["_decode_split_kernel"] * calls
+        meta = launches[0][2]
+        assert meta["FUSE"] and meta["FOLD"] == settings["fuse_fold"] and launches[0][1] == (B * hkv, 5)
+        assert meta["FOLD_G"] == settings.get("fuse_group", 0) and meta["FOLD_H"] == 4  # the group of 4 heads
+
+
+def test_combine_one_same_bits(device):
+    """``combine_one``: the combine kernel's one-block path (m, l and the partials loaded once) gives the bits of
+    its loop, and applies only when every split fits one ``BLOCK_S`` block."""
+    from nbxtensor.ops.decode_attention import launch_plan
+    dt = T.bfloat16
+    rng = np.random.default_rng(7)
+    B, Hq, hkv, E, cap = 3, 8, 2, 64, 70
+    lens = np.array([70, 17, 0], np.int32)
+    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, E), dt)
+    args = [dev(a, device) for a in (q, k, v, lens)]
+    wide = {**MANY_SPLITS, "BLOCK_S": 8}
+    with override("decode_attention", **wide):
+        ref = F.decode_attention(*args)
+    with override("decode_attention", **wide, combine_one=True):
+        one = F.decode_attention(*args)
+        assert launch_plan(*args, ref, paged=False)["combine_meta"]["ONE"]
+    with override("decode_attention", **MANY_SPLITS, combine_one=True):  # 5 splits > BLOCK_S 2: the loop
+        assert "ONE" not in launch_plan(*args, ref, paged=False)["combine_meta"]
+    assert host(one).tobytes() == host(ref).tobytes()
+    _check(one, decode_oracle(q, k, v, lens), _mag(q, k, v, lens), dt, E, "combine_one")
+
+
 def test_small_batch_rule(monkeypatch):
     """A table rule bounding ``batch_kv_heads`` (sequences x kv heads, bucketed) applies to small batches only:
     sm90.json can give batch 1 settings of its own. The plan is made on the host (no launch)."""
@@ -389,6 +456,73 @@ def test_fused_kernels_compile_for_sm90(settings, B, ctx, monkeypatch):
     assert re.search(r"atom\.[a-z.]*acq_rel[a-z.]*\.add", ptx), "the arrival counter"
     if sass:
         assert "STL" not in sass, "register spills"
+
+
+def _resources(cubin: bytes) -> dict:
+    """Registers, stack and local memory per thread of a cubin (the bundled ``cuobjdump --dump-resource-usage``)."""
+    import os
+    import subprocess
+    import tempfile
+
+    import triton
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True,
+                              check=True).stdout
+    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", text)
+    return dict(REG=int(m.group(1)), STACK=int(m.group(2)), LOCAL=int(m.group(4)))
+
+
+@pytest.mark.parametrize("settings,B,ctx,regs", [
+    (dict(fuse_combine=256, fuse_fold=8, fuse_group=16), 8, 32768, 96),
+    (dict(fuse_combine=256, fuse_fold=8, fuse_group=16, target_programs=1056, max_splits=256), 1, 32768, 96),
+    (dict(fuse_combine=256, fuse_fold=8, fuse_group=16, maxnreg=80, target_programs=792), 8, 32768, 80),
+    (dict(fuse_combine=256, fuse_fold=8, fuse_group=16, num_stages=2, maxnreg=72, target_programs=924), 8, 32768,
+     72)], ids=["fold8-b8-32k", "fold8-g16-b1-32k", "maxnreg80", "s2-maxnreg72"])
+def test_fold_kernels_compile_for_sm90(settings, B, ctx, regs, monkeypatch):
+    """The sweep's folding variants of the bf16 head-dim-128 split kernel compile for sm_90 (Triton's compiler and
+    bundled ptxas; no GPU): one launch, at most ``regs`` registers per thread (96: 5 programs of 4 warps per SM
+    as the table kernel; maxnreg 80 and 64 hold without spills: no local memory, no STL), key and value tiles by
+    16-byte ``cp.async``, the arrival counters' acq_rel adds, and the fold's partial rows by 128-bit loads. At
+    b8-32k the table's 14 splits fold in one level; batch 1's 256 splits in two (groups of 16). Under a cap
+    (and in the two-level code) ptxas keeps a few values that live across the key loop (pointers and sizes the
+    fold needs) on the stack: stored once before the loop, loaded once after it; no local-memory access lies in
+    any loop (between a label and the branch back to it), the key loop's ``HMMA`` loops included."""
+    from nbxtensor.runtime.launcher import interpreting
+    if interpreting() or GPU:
+        pytest.skip("compiles ahead of time on a host without a GPU (the other tiers run the kernels)")
+    pytest.importorskip("triton.backends.nvidia.compiler")
+    from nbxtensor.ops import decode_attention as D
+    from nbxtensor.runtime import configs
+    monkeypatch.setattr(configs, "arch_of", lambda device: "sm90")
+    got = []
+    monkeypatch.setattr(D, "launch", lambda kernel, grid, *args, **meta: got.append((kernel, grid, args, meta)))
+    Hq, hkv, E = 32, 4, 128
+    q, out = nbx.empty(B, Hq, E, dtype=nbx.bfloat16), nbx.empty(B, Hq, E, dtype=nbx.bfloat16)
+    k, v = nbx.empty(B, hkv, ctx, E, dtype=nbx.bfloat16), nbx.empty(B, hkv, ctx, E, dtype=nbx.bfloat16)
+    with override("decode_attention", **settings):
+        D.launch_decode(q, k, v, None, out, scale=0.1, paged=False)
+    assert [g[0].__name__ for g in got] == ["_decode_split_kernel"], "fused: one launch"
+    kernel, grid, args, meta = got[0]
+    assert meta["FOLD"] == 8 and meta["FOLD_H"] == 8
+    assert meta["FOLD_G"] == (16 if grid[1] > 16 else 0)
+    c = _compile_launch_sm90(kernel, args, meta)
+    ptx, sass = c.asm["ptx"], c.asm.get("sass", "")
+    assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]*\], \[[^]]*\], 0x10", ptx), "16-byte cp.async"
+    assert re.search(r"atom\.[a-z.]*acq_rel[a-z.]*\.add", ptx), "the arrival counter"
+    assert re.search(r"ld\.global\.cg\.v4\.(f32|b32)", ptx), "the fold's 128-bit loads of partial rows"
+    res = _resources(c.asm["cubin"])
+    assert res["REG"] <= regs and res["LOCAL"] == 0, res
+    if sass:
+        lines = sass.splitlines()
+        labels = {m.group(1): i for i, ln in enumerate(lines) for m in [re.match(r"\s*(\.?L\w+):", ln)] if m}
+        loops = [(labels[m.group(1)], i) for i, ln in enumerate(lines) for m in [re.search(r"BRA (\.?L\w+)", ln)]
+                 if m and labels.get(m.group(1), i) < i]
+        assert sum("HMMA" in lines[j] for a, b in loops for j in range(a, b)) >= 16, "the key loops are found"
+        local = [j for a, b in loops for j in range(a, b) if re.search(r"\b(STL|LDL)", lines[j])]
+        assert not local, f"local memory in a loop: {[lines[j].strip()[:60] for j in local[:3]]}"
 
 
 def test_wave_split_rule():

@@ -26,7 +26,13 @@ replayed decode step is reproducible. One split skips the combine (the split ker
 With the table's ``fuse_combine = N`` (default 0: off), 2..N splits need no second launch: each split program
 counts its arrival on a per-(sequence, kv head) counter after storing its partial, and the last to arrive combines
 all partials in split order and resets the counter (ops/matmul.py's deterministic split-K pattern; the counters
-are its ``_locks``), so the bits still do not depend on the order in which programs finish. ``lazy_rowsum``
+are its ``_locks``), so the bits still do not depend on the order in which programs finish. With
+``fuse_fold = U`` (default 0: the combine above) that last program instead folds the partials one after another
+in split order (a running maximum rescales the sums), ``U`` splits' loads in flight per step, over the GQA
+group's rows only; ``fuse_group = G`` (default 0) folds more than ``G`` splits in two levels (the last program of
+each group of ``G`` consecutive splits folds the group, the last group folds the groups), so no program folds
+a hundred partials at the kernel's end. ``combine_one`` (default off) lets the combine kernel load every split at
+once when they fit one block (the same bits as its loop). ``lazy_rowsum``
 (default off) keeps the softmax row sums as a per-column tile reduced once per split instead of once per key tile.
 
 The number of splits comes from the arch's table (``target_programs``, or ``programs_per_sm`` times the SM
@@ -176,7 +182,8 @@ def _seq_len(LENS, b, cap, HAS_LENS: tl.constexpr):
 # Sizes that vary from shape to shape but do not shape the code (a split count, workspace offsets, the page count):
 # not specialised on (Triton would compile once per "divisible by 16" class of each), so one compile serves every
 # shape of a setting. Row strides stay specialised: their alignment lets the loads vectorise.
-_SPLIT_SIZES = ["Hq", "Hkv", "GROUP", "HBLK", "cap", "num_pages", "NS", "min_chunk", "moff", "loff"]
+_SPLIT_SIZES = ["Hq", "Hkv", "GROUP", "HBLK", "cap", "num_pages", "NS", "min_chunk", "moff", "loff", "goff",
+                "gmoff", "gloff"]
 
 
 @jit
@@ -245,16 +252,62 @@ def _fused_combine(WS, out_ptrs, rows, g_ok, active, EV, moff, loff, syd, BLOCK_
                  mask=g_ok[:, None] & dv_ok[None, :])
 
 
+@jit
+def _fold_partials(WS, rows, r_ok, count, EV, moff, loff, BLOCK_DV: tl.constexpr, UNROLL: tl.constexpr,
+                   ACC: tl.constexpr):
+    """``(acc, l, m)`` of ``count`` partials folded in index order: partial ``s`` of row ``r`` is ``acc`` at
+    ``WS + (rows[r] + s) * EV``, ``m`` at ``WS + moff + rows[r] + s``, ``l`` at ``WS + loff + ...``. A running
+    maximum rescales the sum as each partial joins (``acc = acc * 2^(m - m') + acc_s * 2^(m_s - m')``), one
+    partial after another in index order: the bits do not depend on which program runs this. ``UNROLL``
+    partials per step, whose loads (``.cg``: written by programs on other SMs) do not depend on the step's
+    arithmetic, so they are all in flight at once: a fold of ``S`` partials costs about ``S / UNROLL`` L2 round
+    trips (this runs at the end of a kernel, where its latency is the kernel's)."""
+    offs_dv = tl.arange(0, BLOCK_DV)
+    dv_ok = offs_dv < EV
+    m_run = tl.full(rows.shape, float("-inf"), ACC)
+    l_run = tl.zeros(rows.shape, ACC)
+    acc = tl.zeros([rows.shape[0], BLOCK_DV], ACC)
+    for s0 in range(0, count, UNROLL):
+        for u in tl.static_range(UNROLL):
+            r = rows + (s0 + u)
+            ok = r_ok & (s0 + u < count)
+            m_s = tl.load(WS + moff + r, mask=ok, other=float("-inf"), cache_modifier=".cg")
+            l_s = tl.load(WS + loff + r, mask=ok, other=0.0, cache_modifier=".cg")
+            o_s = tl.load(WS + r[:, None] * EV + offs_dv[None, :], mask=ok[:, None] & dv_ok[None, :], other=0.0,
+                          cache_modifier=".cg")
+            m_new = maximum_fast(m_run, m_s)
+            shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+            a = tl.math.exp2(m_run - shift)
+            w = tl.math.exp2(m_s - shift)
+            l_run = l_run * a + l_s * w
+            acc = acc * a[:, None] + o_s * w[:, None]
+            m_run = m_new
+    return acc, l_run, m_run
+
+
+@jit
+def _arrive(LOCKS, idx, n):
+    """Count one arrival on ``LOCKS[idx]`` after every thread's stores (a barrier, then a GPU-scope acq_rel add);
+    True for the ``n``-th (last) arrival, which also resets the counter (zero between launches). Its acquire
+    orders the last program's ``.cg`` loads after every earlier arrival's stores."""
+    tl.debug_barrier()
+    last = tl.atomic_add(LOCKS + idx, 1, sem="acq_rel") == n - 1
+    if last:
+        tl.atomic_xchg(LOCKS + idx, 0)
+    return last
+
+
 @jit(do_not_specialize=_SPLIT_SIZES)
 def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
                          sqb, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd, sbt, syb, syh, syd,
-                         Hq, Hkv, GROUP, HBLK, E, EV, cap, num_pages, NS, min_chunk, moff, loff, qk_scale,
-                         HAS_LENS: tl.constexpr, PAGED: tl.constexpr, PAGE: tl.constexpr, DIRECT: tl.constexpr,
-                         TMA: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                         Hq, Hkv, GROUP, HBLK, E, EV, cap, num_pages, NS, min_chunk, moff, loff, goff, gmoff, gloff,
+                         qk_scale, HAS_LENS: tl.constexpr, PAGED: tl.constexpr, PAGE: tl.constexpr,
+                         DIRECT: tl.constexpr, TMA: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                          BLOCK_DV: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
                          IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, LAZY_L: tl.constexpr = False,
                          FUSE: tl.constexpr = False, FUSE_S: tl.constexpr = 8, FUSE_DV: tl.constexpr = 32,
-                         FUSE_ONE: tl.constexpr = False):
+                         FUSE_ONE: tl.constexpr = False, FOLD: tl.constexpr = 0, FOLD_H: tl.constexpr = 16,
+                         FOLD_G: tl.constexpr = 0):
     """Partial attention of one split of the keys of one (sequence, kv head, block of its query heads).
 
     Grid ``(B * Hkv * HBLK, NS)``. The split's keys are ``[split * chunk, min((split + 1) * chunk, n_b))`` with
@@ -267,7 +320,18 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
     ``FUSE``: no second launch; each program counts its arrival on ``LOCKS[pid]`` (one int32 per (sequence, kv
     head, head block), zero between launches) after its partial is stored, and the last of the ``NS`` to arrive
     combines them all in split order (:func:`_fused_combine`) and resets the counter (the pattern of
-    ops/matmul.py's deterministic split-K, ``_split_k_finish``). ``LAZY_L``: see :func:`_decode_tiles`."""
+    ops/matmul.py's deterministic split-K, ``_split_k_finish``). ``LAZY_L``: see :func:`_decode_tiles`.
+
+    ``FOLD`` (> 0, with ``FUSE``): the last program folds the partials one after another in split order
+    (:func:`_fold_partials`, ``FOLD`` of them in flight per step) over ``FOLD_H`` rows (the group padded to a
+    power of two, not to ``BLOCK_H``) and all value columns at once. ``FOLD_G`` (> 0): two levels, so that no
+    program folds many partials at the kernel's end: the splits form groups of ``FOLD_G`` consecutive ones;
+    the last program of a group to finish folds the group's partials into one (``acc`` at ``goff + (row *
+    NG + g) * EV``, ``m`` at ``gmoff + row * NG + g``, ``l`` at ``gloff + ...``) and counts itself on the
+    (sequence, kv head)'s
+    counter; the last group folds the ``NG = cdiv(NS, FOLD_G)`` group partials in group order. Counters: the
+    group's at ``LOCKS[pid * NG + g]``, the pair's at ``LOCKS[P * NG + pid]`` (``P`` programs along axis 0).
+    Both levels have a fixed order: the bits do not depend on the order in which programs finish."""
     pid = tl.program_id(0)
     split = tl.program_id(1)
     hb = pid % HBLK
@@ -334,7 +398,38 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
         tl.store(WS + moff + row, m_i, mask=live)
         tl.store(WS + loff + row, l_i, mask=live)
         tl.store(WS + row[:, None] * EV + offs_dv[None, :], acc, mask=live[:, None] & dv_ok[None, :])
-        if FUSE:
+        if FOLD > 0:
+            offs_c = hb * BLOCK_H + tl.arange(0, FOLD_H)
+            c_ok = offs_c < GROUP
+            hc = kh * GROUP + offs_c.to(tl.int64)
+            active = tl.cdiv(n_b, chunk)
+            if FOLD_G > 0:
+                NG = tl.cdiv(NS, FOLD_G)
+                g = split // FOLD_G
+                gsize = tl.minimum(NS - g * FOLD_G, FOLD_G)
+                if _arrive(LOCKS, pid * NG + g, gsize):
+                    cnt = tl.minimum(tl.maximum(active - g * FOLD_G, 0), FOLD_G)
+                    if cnt > 0:
+                        gacc, gl, gm = _fold_partials(WS, (b * Hq + hc) * NS + g * FOLD_G, c_ok, cnt, EV, moff,
+                                                      loff, BLOCK_DV, FOLD, ACC)
+                        grow = (b * Hq + hc) * NG + g
+                        tl.store(WS + gmoff + grow, gm, mask=c_ok)
+                        tl.store(WS + gloff + grow, gl, mask=c_ok)
+                        tl.store(WS + goff + grow[:, None] * EV + offs_dv[None, :], gacc,
+                                 mask=c_ok[:, None] & dv_ok[None, :])
+                    if _arrive(LOCKS, tl.num_programs(0) * NG + pid, NG):
+                        acc2, l2, _m = _fold_partials(WS + goff, (b * Hq + hc) * NG, c_ok, tl.cdiv(active, FOLD_G),
+                                                      EV, gmoff - goff, gloff - goff, BLOCK_DV, FOLD, ACC)
+                        out = div_rn(acc2, tl.where(l2 == 0.0, 1.0, l2)[:, None])
+                        tl.store(O + b * syb + hc[:, None] * syh + offs_dv[None, :].to(tl.int64) * syd,
+                                 convert(out, O.dtype.element_ty), mask=c_ok[:, None] & dv_ok[None, :])
+            elif _arrive(LOCKS, pid, NS):
+                acc2, l2, _m = _fold_partials(WS, (b * Hq + hc) * NS, c_ok, active, EV, moff, loff, BLOCK_DV, FOLD,
+                                              ACC)
+                out = div_rn(acc2, tl.where(l2 == 0.0, 1.0, l2)[:, None])
+                tl.store(O + b * syb + hc[:, None] * syh + offs_dv[None, :].to(tl.int64) * syd,
+                         convert(out, O.dtype.element_ty), mask=c_ok[:, None] & dv_ok[None, :])
+        elif FUSE:
             # every thread's partial stores precede the release of the arrival (acq_rel, GPU scope); the last
             # program's acquire orders its workspace loads (.cg) after every program's stores
             tl.debug_barrier()
@@ -349,11 +444,13 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
 @jit(do_not_specialize=["NS", "Hq", "cap", "min_chunk", "moff", "loff"])
 def _decode_combine_kernel(WS, O, LENS, NS, Hq, EV, cap, min_chunk, moff, loff, syb, syh, syd,
                            HAS_LENS: tl.constexpr, SPLIT_N: tl.constexpr, BLOCK_S: tl.constexpr,
-                           BLOCK_DV: tl.constexpr, ACC: tl.constexpr):
+                           BLOCK_DV: tl.constexpr, ACC: tl.constexpr, ONE: tl.constexpr = False):
     """Combine the partials of one (sequence, head) and ``BLOCK_DV`` output columns (grid ``(B * Hq,
     cdiv(Ev, BLOCK_DV))``) in split order: ``out = sum_s w_s acc_s / sum_s w_s l_s`` with ``w_s = exp2(m_s -
     max_s m_s)``, over the splits that hold keys (``SPLIT_N``: the split kernel's ``BLOCK_N``, for
-    :func:`_chunk_of`). A fixed loop order and fixed reduction trees: the same inputs give the same bits."""
+    :func:`_chunk_of`). A fixed loop order and fixed reduction trees: the same inputs give the same bits.
+    ``ONE``: every split fits one ``BLOCK_S`` block (the host checked ``NS <= BLOCK_S``): ``m``, ``l`` and the
+    partial rows are loaded once, together, with the same sums as the loop's single step."""
     bh = tl.program_id(0).to(tl.int64)
     b = bh // Hq
     h = bh % Hq
@@ -365,6 +462,18 @@ def _decode_combine_kernel(WS, O, LENS, NS, Hq, EV, cap, min_chunk, moff, loff, 
     mbase = WS + moff + bh * NS
     lbase = WS + loff + bh * NS
     obase = WS + bh * NS * EV
+    if ONE:
+        s_ok = offs_s < active
+        m = tl.load(mbase + offs_s, mask=s_ok, other=float("-inf"))
+        lw = tl.load(lbase + offs_s, mask=s_ok, other=0.0)
+        o = tl.load(obase + offs_s[:, None].to(tl.int64) * EV + offs_dv[None, :], mask=s_ok[:, None] & dv_ok[None, :],
+                    other=0.0)
+        mx = nan_max_fast(m, 0)
+        w = tl.math.exp2(m - tl.where(mx == float("-inf"), 0.0, mx))
+        total = tl.sum(w * lw, 0)
+        out = div_rn(tl.sum(w[:, None] * o, 0), tl.where(total == 0.0, 1.0, total))
+        tl.store(O + b * syb + h * syh + offs_dv.to(tl.int64) * syd, convert(out, O.dtype.element_ty), mask=dv_ok)
+        return
     mmax = tl.full([BLOCK_S], float("-inf"), ACC)
     for s0 in range(0, active, BLOCK_S):
         s = s0 + offs_s
@@ -545,15 +654,26 @@ def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor
     p.ws = B * Hq * splits * (EV + 2)
     moff = B * Hq * splits * EV
     loff = moff + B * Hq * splits
+    # fuse_fold = U (> 0, with fuse_combine): the last program folds the partials in split order, U in flight per
+    # step, over the group's rows only; fuse_group = G (> 0): two levels when there are more than G splits (each
+    # group of G splits folded by its last program, then the groups by the last group): see _decode_split_kernel
+    fold = int(cfg.get("fuse_fold", 0) or 0)
+    fgroup = int(cfg.get("fuse_group", 0) or 0)
+    fgroup = fgroup if fold > 0 and 0 < fgroup < splits else 0
+    ngroups = -(-splits // fgroup) if fgroup else 0
+    goff = p.ws
+    gmoff = goff + B * Hq * ngroups * EV
+    gloff = gmoff + B * Hq * ngroups
+    p.ws += B * Hq * ngroups * (EV + 2)
     want_tma = bool(cfg.get("TMA", False)) if tma is None else bool(tma)
     p.tma = want_tma and not paged and tma_ok(k, v)
     p.grid = (B * hkv * hblk, splits)
     p.sargs = (*_rows(q), *ks, *vs, sbt, *_rows(out), Hq, hkv, group, hblk, E, EV, cap, num_pages, splits, mc,
-               moff, loff)
+               moff, loff, goff, gmoff, gloff)
     # fuse_combine: the split kernel's last program per (sequence, kv head, head block) combines (no second launch)
     # when there are 2..fuse_combine splits (0: never); lazy_rowsum: the row sums of p are reduced once per split
     p.fuse = not p.direct and splits <= int(cfg.get("fuse_combine", 0))
-    p.locks = B * hkv * hblk if p.fuse else 0
+    p.locks = B * hkv * hblk * (1 + ngroups) if p.fuse else 0
     # the fused combine's tiles [BLOCK_H, fs, fdv]: all splits in one block when they fit fuse_block_s (default
     # 32), and columns per step so that a tile is ~32 floats per thread (fuse_dv overrides)
     fs = min(_pow2(splits, 1), _pow2(int(cfg.get("fuse_block_s", 32)), 1))
@@ -566,7 +686,9 @@ def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor
     # the new constexprs only when set (their defaults are off): the table's launches keep their specialization
     if cfg.get("lazy_rowsum", False):
         p.meta["LAZY_L"] = True
-    if p.fuse:
+    if p.fuse and fold > 0:
+        p.meta.update(FUSE=True, FOLD=fold, FOLD_H=min(block_h, _pow2(group, 1)), FOLD_G=fgroup)
+    elif p.fuse:
         p.meta.update(FUSE=True, FUSE_S=fs, FUSE_DV=fdv, FUSE_ONE=_pow2(splits, 1) <= fs)
     p.meta_ptr = {**p.meta, "TMA": False}  # a launch whose key or value base is not 16-byte aligned
     cdv = min(bdv, _pow2(cfg.get("combine_dv", bdv)))
@@ -574,6 +696,10 @@ def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor
     p.cargs = (splits, Hq, EV, cap, mc, moff, loff, *_rows(out))
     p.cmeta = dict(HAS_LENS=lens is not None, SPLIT_N=cfg["BLOCK_N"], BLOCK_S=min(_pow2(splits, 1), cfg["BLOCK_S"]),
                    BLOCK_DV=cdv, ACC=dk["ACC"])
+    # combine_one: when every split fits one BLOCK_S block, the combine loads m, l and acc once, all at once (one
+    # L2 round trip instead of two passes)
+    if cfg.get("combine_one", False) and _pow2(splits, 1) <= p.cmeta["BLOCK_S"]:
+        p.cmeta["ONE"] = True
     if "combine_warps" in cfg:
         p.cmeta["num_warps"] = cfg["combine_warps"]
     p.tails = {}    # CUDA launches: (scale, meta) -> planned Tail of the split kernel (see launch_decode)
