@@ -149,9 +149,9 @@ GEMV_SPLIT = [
 #   BLOCK_N 4 / BLOCK_K 2048 / 4 warps (K split over 2 warps of the program, 2 rows per thread; in-program
 #   reduction at the end, no workspace): 64 registers, 17 KB, 8 CTAs per SM (50 % occupancy), 1024 programs for
 #   4096 rows (one full wave), 3584 for 14336, 9.9 instr/byte; BLOCK_N 8 / 4 warps (4 rows per thread) 128
-#   registers, 8.2 (maxnreg 80: 8.6, 6 CTAs per SM; maxnreg 96: 8.3); BLOCK_N 8 / 8 warps 80, 10.3; BLOCK_N 16
-#   / BLOCK_K 1024 96, 22 KB, 9.1; S = 2 72, 9.2; S = 4 64, 10.0; PERSIST 8 + maxnreg 64 (1056 programs that stay
-#   resident, 14336x4096) 64, 10.0;
+#   registers, 8.2 (maxnreg 64: 9.0 with 27 KB, 8 CTAs per SM, PERSIST 8 9.1; maxnreg 80: 8.6; maxnreg 96: 8.3);
+#   BLOCK_N 8 / 8 warps 80, 10.3; BLOCK_N 16 / BLOCK_K 1024 96, 22 KB, 9.1; S = 2 72, 9.2; S = 4 64, 10.0;
+#   PERSIST 8 + maxnreg 64 (1056 programs that stay resident, 14336x4096) 64, 10.0;
 # - the same tiles without the pipeliner: BLOCK_N 4 / 4 warps 72 registers, 9.25 (maxnreg 64: 9.6); BLOCK_N 8 /
 #   8 warps 73, 9.2;
 # - PREFETCH (next step's loads first in the Triton source): ptxas sinks them to the loop's end again (no LDG
@@ -162,8 +162,9 @@ INT4_KERNEL = [
     _v("w n8 k2048 w4 st3 r80", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, maxnreg=80),
     _v("w n4 k2048 st3 p8 r64", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, PERSIST=8,
        maxnreg=64),
-    _v("w n8 k2048 st3 p6 r80", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, PERSIST=6,
-       maxnreg=80),
+    _v("w n8 k2048 w4 st3 r64", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, maxnreg=64),
+    _v("w n8 k2048 st3 p8 r64", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, PERSIST=8,
+       maxnreg=64),
     _v("w n8 k2048 w8 st3", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=8, LOOP_STAGES=3),
     _v("w n16 k1024 w4 st3", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4, LOOP_STAGES=3),
     _v("w n8 k2048 w4 st3", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3),
