@@ -421,9 +421,10 @@ def _compile_launch_sm90(kernel, args, meta):
 
 
 @pytest.mark.parametrize("settings,B,ctx", [
-    (dict(fuse_combine=32, lazy_rowsum=True), 64, 4096),
-    (dict(fuse_combine=32, lazy_rowsum=True, maxnreg=96), 8, 32768),
-    (dict(fuse_combine=32, lazy_rowsum=True, num_warps=1, BLOCK_N=16, num_stages=4, fuse_block_s=4,
+    (dict(fuse_combine=32, lazy_rowsum=True, fuse_fold=0, fuse_group=0), 64, 4096),   # (the table folds)
+    (dict(fuse_combine=32, lazy_rowsum=True, fuse_fold=0, fuse_group=0, maxnreg=96), 8, 32768),
+    (dict(fuse_combine=32, lazy_rowsum=True, fuse_fold=0, fuse_group=0, num_warps=1, BLOCK_N=16, num_stages=4,
+          fuse_block_s=4,
           split_rule="target", target_programs=1056, min_chunk=256), 64, 4096)],  # 5 splits > fuse_block_s
     ids=["w4-b64-4k", "w4-b8-32k-maxnreg96", "w1-loop"])
 def test_fused_kernels_compile_for_sm90(settings, B, ctx, monkeypatch):
