@@ -143,31 +143,37 @@ GEMV_SPLIT = [
 # of 4 warps per SM; 161 at BLOCK_N 32, 3 per SM), so 896 / 448 tiles of 14336x4096 run without a partial wave.
 # Session 4b (occupancy and loads in flight; ncu on the H200: the word kernel at BLOCK_N 16 ran 0.78 waves at 22 %
 # achieved occupancy with 45 % of its stalls waiting on loads). sm_90 compiles (4096x14336 unless said; registers,
-# shared memory per CTA, SASS instructions per packed byte in the loop; no spills in any):
+# shared memory per CTA, SASS instructions per packed byte in the loop; no spills in any, maxnreg included):
 # - LOOP_STAGES S: Triton's pipeliner issues the packed-weight and x loads as cp.async (LDGSTS) S - 1 steps ahead
-#   of the decode (x staged once per step as a (1, BC) tile), the only form in which ptxas keeps the loads ahead:
-#   BLOCK_N 4 / BLOCK_K 2048 / 4 warps (K split over 2 warps of the program, 2 rows per thread; in-program
-#   reduction at the end, no workspace): 64 registers, 17 KB, 8 CTAs per SM (50 % occupancy), 1024 programs for
-#   4096 rows (one full wave), 3584 for 14336, 9.9 instr/byte; BLOCK_N 8 / 4 warps (4 rows per thread) 128
-#   registers, 8.2 (maxnreg 64: 9.0 with 27 KB, 8 CTAs per SM, PERSIST 8 9.1; maxnreg 80: 8.6; maxnreg 96: 8.3);
-#   BLOCK_N 8 / 8 warps 80, 10.3; BLOCK_N 16 / BLOCK_K 1024 96, 22 KB, 9.1; S = 2 72, 9.2; S = 4 64, 10.0;
+#   of the decode (x staged once per step as a (1, BC) tile), the only form in which ptxas keeps the loads ahead.
+#   K split over the warps of one program (a small BLOCK_N, a large BLOCK_K: Triton puts warps along K first; the
+#   per-group sums reduced inside the program at the end, no workspace; a last partial step is masked, so BLOCK_K
+#   4096 takes K = 14336 as 3.5 steps): BLOCK_N 4 / BLOCK_K 2048 / 4 warps (2 x 2 warps, 2 rows per thread): 64
+#   registers, 17 KB, 8 CTAs per SM (50 % occupancy), 1024 programs for 4096 rows (one wave), 9.9-10.0 instr/byte;
+#   BLOCK_N 8 / 2048 / 4 warps (4 rows per thread) 128 registers, 8.2 (maxnreg 64: 9.0, 27 KB, 8 CTAs per SM;
+#   PERSIST 8 9.1; maxnreg 80 8.6); BLOCK_N 4 / 4096 / 4 warps (all 4 warps along K, 4 rows per thread) 127
+#   registers, 32 KB, 8.7 (maxnreg 80: 9.6, 6 CTAs per SM); BLOCK_N 8 / 4096 / 8 warps 128, 8.7 (maxnreg 64:
+#   9.8); BLOCK_N 8 / 2048 / 8 warps 80, 10.3; BLOCK_N 16 / 1024 96, 22 KB, 9.1; S = 2 72, 9.2; S = 4 64, 10.0;
 #   PERSIST 8 + maxnreg 64 (1056 programs that stay resident, 14336x4096) 64, 10.0;
-# - the same tiles without the pipeliner: BLOCK_N 4 / 4 warps 72 registers, 9.25 (maxnreg 64: 9.6); BLOCK_N 8 /
-#   8 warps 73, 9.2;
+# - the same tiles without the pipeliner: BLOCK_N 4 / 2048 / 4 warps 72 registers, 9.25 (maxnreg 64: 9.6); BLOCK_N
+#   4 / 4096 128, 8.3; BLOCK_N 8 / 2048 / 8 warps 73, 9.2;
 # - PREFETCH (next step's loads first in the Triton source): ptxas sinks them to the loop's end again (no LDG
 #   before the first FFMA of the loop), 71 registers at BLOCK_N 4 (maxnreg 64: 10.2); kept for the record.
 INT4_KERNEL = [
     _v("table"),
     _v("w n4 k2048 w4 st3", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3),
-    _v("w n8 k2048 w4 st3 r80", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, maxnreg=80),
+    _v("w n8 k2048 w4 st3 r64", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, maxnreg=64),
+    _v("w n4 k4096 w4 st3 r80", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=4096, num_warps=4, LOOP_STAGES=3, maxnreg=80),
+    _v("w n4 k4096 w4 st3", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=4096, num_warps=4, LOOP_STAGES=3),
     _v("w n4 k2048 st3 p8 r64", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, PERSIST=8,
        maxnreg=64),
-    _v("w n8 k2048 w4 st3 r64", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, maxnreg=64),
     _v("w n8 k2048 st3 p8 r64", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, PERSIST=8,
        maxnreg=64),
+    _v("w n8 k2048 w4 st3 r80", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, maxnreg=80),
+    _v("w n8 k4096 w8 st3 r64", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=4096, num_warps=8, LOOP_STAGES=3, maxnreg=64),
+    _v("w n4 k4096 w4", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=4096, num_warps=4),
     _v("w n8 k2048 w8 st3", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=8, LOOP_STAGES=3),
     _v("w n16 k1024 w4 st3", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4, LOOP_STAGES=3),
-    _v("w n8 k2048 w4 st3", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3),
     _v("w n4 k2048 w4 st2", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, LOOP_STAGES=2),
     _v("w n4 k2048 w4 st4 r64", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, LOOP_STAGES=4, maxnreg=64),
     _v("w n4 k2048 w4 r64", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, maxnreg=64),

@@ -380,10 +380,10 @@ def test_fast_decode_keeps_precision(device):
 @pytest.mark.skipif(not KERNELS, reason="the Triton kernels run under the interpreter or on a GPU")
 @pytest.mark.parametrize("symmetric", [False, True])
 def test_word_decode_kernel(monkeypatch, device, symmetric):
-    """WORD_DECODE runs _int4_gemv_w_kernel (group 32, 16-bit x, whole steps; its decode as 16 + q/16 and
+    """WORD_DECODE runs _int4_gemv_w_kernel (group 32, 16-bit x; its decode as 16 + q/16 and
     1 + q/16 floats from int32 words) and matches the float64 oracle: worst cases for its differences (x of one
-    sign, codes mostly 0 or mostly 15) and random codes, split-K and persistent programs (PERSIST) included. Shapes it does not take (group 64,
-    K not whole steps, float32 x) run the other kernel."""
+    sign, codes mostly 0 or mostly 15) and random codes, split-K and persistent programs (PERSIST), software-pipelined loads (PREFETCH, LOOP_STAGES) and K ranges that end in a
+    partial step (masked) included. Shapes it does not take (group 64, float32 x) run the other kernel."""
     from nbxtensor.ops import matmul as MM
     from nbxtensor.quant import int4 as Q
     from nbxtensor.quant import pack_int4
@@ -424,8 +424,24 @@ def test_word_decode_kernel(monkeypatch, device, symmetric):
                 # persistent: 4 programs (the interpreter tier's 4 SMs) for 12 * M (row, x row) pairs
                 assert names[0][1][0] == (4 if "PERSIST" in settings else -(-N // settings["BLOCK_N"]) * x.shape[0])
                 _check_linear(_f64_of(y), ref, xs, W, dt, K)
-    # not taken: group 64, a K range that is not whole steps, float32 x
-    for G2, K2, dt in ((64, 256, T.bfloat16), (32, 96, T.bfloat16), (32, 256, T.float32)):
+    # a K range that is not whole steps: the last step masked (plain, hand-prefetched, pipelined, split-K)
+    for K2, settings in ((96, dict(BLOCK_K=64, BLOCK_N=4)), (224, dict(BLOCK_K=128, BLOCK_N=4, PREFETCH=True)),
+                         (160, dict(BLOCK_K=128, BLOCK_N=2, LOOP_STAGES=3)),
+                         (224, dict(BLOCK_K=64, BLOCK_N=4, target_programs=64, MIN_K_SPLIT=96))):
+        for symm in (symmetric, not symmetric):
+            lin = _lin(N, K2, 32, symm, T.float16, device, dtype=T.bfloat16)
+            W = dequantize_oracle(lin.qweight, lin.scales, lin.mins, 32)
+            x = nbx.tensor(rng.standard_normal((1, K2)), dtype=T.bfloat16, device=device)
+            names.clear()
+            MM.clear_plans()
+            with override("int4_gemv", WORD_DECODE=True, **settings):
+                y = lin(x)
+            assert [k for k, _ in names] == [Q._int4_gemv_w_kernel], (K2, settings)
+            xs = _f64_of(x)
+            _check_linear(_f64_of(y), int4_linear_oracle(xs, lin.qweight, lin.scales, lin.mins, None, 32), xs, W,
+                          T.bfloat16, K2)
+    # not taken: group 64, float32 x
+    for G2, K2, dt in ((64, 256, T.bfloat16), (32, 256, T.float32)):
         lin = _lin(N, K2, G2, symmetric, T.float16, device, dtype=dt)
         names.clear()
         MM.clear_plans()

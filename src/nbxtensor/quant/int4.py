@@ -374,22 +374,39 @@ def _halves(p, XBF16: tl.constexpr):
 
 
 @jit
-def _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, gw, HAS_MIN: tl.constexpr, EVICT_W: tl.constexpr):
+def _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, gw, cg, rg, g_hi, HAS_MIN: tl.constexpr, EVICT_W: tl.constexpr,
+            EVEN: tl.constexpr):
     # the loads of one step of _w_tile at group gw: the two halfword tiles, the four x word tiles, the scales
-    # and (HAS_MIN) the minima (else the scales again, unused)
+    # and (HAS_MIN) the minima (else the scales again, unused). Not EVEN: groups from g_hi on (cg: the group of
+    # each column within the step, rg: 0..NGC-1) read as 0 (x = 0 and s = m = 0: they add nothing)
     wp = w_ptrs + gw * 8
-    ha = tl.load(wp, eviction_policy=EVICT_W)
-    hb = tl.load(wp + 4, eviction_policy=EVICT_W)
     xp = x_ptrs + gw * 16
-    pa = tl.load(xp, eviction_policy="evict_last")        # lo of bytes 2j, 2j+1
-    pb = tl.load(xp + 4, eviction_policy="evict_last")    # lo of bytes 8+2j, 9+2j
-    pc = tl.load(xp + 8, eviction_policy="evict_last")    # hi of bytes 2j, 2j+1
-    pd = tl.load(xp + 12, eviction_policy="evict_last")   # hi of bytes 8+2j, 9+2j
-    s = tl.load(s_ptrs + gw)
-    if HAS_MIN:
-        mn = tl.load(m_ptrs + gw)
+    if EVEN:
+        ha = tl.load(wp, eviction_policy=EVICT_W)
+        hb = tl.load(wp + 4, eviction_policy=EVICT_W)
+        pa = tl.load(xp, eviction_policy="evict_last")        # lo of bytes 2j, 2j+1
+        pb = tl.load(xp + 4, eviction_policy="evict_last")    # lo of bytes 8+2j, 9+2j
+        pc = tl.load(xp + 8, eviction_policy="evict_last")    # hi of bytes 2j, 2j+1
+        pd = tl.load(xp + 12, eviction_policy="evict_last")   # hi of bytes 8+2j, 9+2j
+        s = tl.load(s_ptrs + gw)
+        if HAS_MIN:
+            mn = tl.load(m_ptrs + gw)
+        else:
+            mn = s
     else:
-        mn = s
+        cm = (gw + cg < g_hi)[None, :]
+        gm = (gw + rg < g_hi)[None, :]
+        ha = tl.load(wp, mask=cm, other=0, eviction_policy=EVICT_W)
+        hb = tl.load(wp + 4, mask=cm, other=0, eviction_policy=EVICT_W)
+        pa = tl.load(xp, mask=cm, other=0, eviction_policy="evict_last")
+        pb = tl.load(xp + 4, mask=cm, other=0, eviction_policy="evict_last")
+        pc = tl.load(xp + 8, mask=cm, other=0, eviction_policy="evict_last")
+        pd = tl.load(xp + 12, mask=cm, other=0, eviction_policy="evict_last")
+        s = tl.load(s_ptrs + gw, mask=gm, other=0)
+        if HAS_MIN:
+            mn = tl.load(m_ptrs + gw, mask=gm, other=0)
+        else:
+            mn = s
     return ha, hb, pa, pb, pc, pd, s, mn
 
 
@@ -408,8 +425,9 @@ def _w_step(acc, ha, hb, pa, pb, pc, pd, s, mn, BLOCK_N: tl.constexpr, NGC: tl.c
     nx16 = -(16.0 * xlw + xhw)  # x alone: once for all rows; the FFMA chain starts from it
     d = nx16 + l0 * xa0 + h0 * xc0 + l1 * xa1 + h1 * xc1 + l2 * xb0 + h2 * xd0 + l3 * xb1 + h3 * xd1
     dg = tl.sum(tl.reshape(d, (BLOCK_N, NGC, 4)), axis=2)  # sum q x / 16
-    XR: tl.constexpr = xlw.shape[0]  # rows of the x tile: 1 or BLOCK_N
-    xsg = tl.sum(tl.reshape(xlw + xhw, (XR, NGC, 4)), axis=2)  # sum x of each group
+    # sum x of each group, in the layout of dg (from the x tile broadcast to the row tile's shape first: the
+    # (1, NGC) sums of a (1, BC) x tile would take a layout conversion through shared memory every step)
+    xsg = tl.sum(tl.reshape(tl.broadcast_to(xlw + xhw, (BLOCK_N, NGC * 4)), (BLOCK_N, NGC, 4)), axis=2)
     if HAS_MIN:
         acc += (16.0 * sf) * dg + _cvt(mn, tl.float32, EXACT) * xsg
     else:
@@ -420,15 +438,17 @@ def _w_step(acc, ha, hb, pa, pb, pc, pd, s, mn, BLOCK_N: tl.constexpr, NGC: tl.c
 @jit
 def _w_tile(X32, W16, S, MN, pid_n, m, g_lo, g_hi, N, NG, Z, sxm, swn, ssn, BLOCK_N: tl.constexpr,
             NGC: tl.constexpr, HAS_MIN: tl.constexpr, WASM: tl.constexpr, XBF16: tl.constexpr, EVICT_W: tl.constexpr,
-            PREFETCH: tl.constexpr, STAGES: tl.constexpr, EXACT: tl.constexpr):
+            PREFETCH: tl.constexpr, STAGES: tl.constexpr, EVEN: tl.constexpr, EXACT: tl.constexpr):
     # sum over groups [g_lo, g_hi) of one row tile of _int4_gemv_w_kernel, as a (1, BLOCK_N) float32 row.
     # PREFETCH: the loads of the next step are issued before this step's decode and FFMAs (software pipelining,
-    # two steps of loads in flight per thread; the last step re-loads itself, from L1)
+    # two steps of loads in flight per thread; EVEN: the last step re-loads itself, from L1; else the loads past
+    # g_hi are masked off). Not EVEN: the last step of the range has fewer than NGC groups (masked loads)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     wn = tl.minimum(rn, N - 1).to(tl.int64)  # rows past N re-read row N-1 (valid memory); masked on store
     BC: tl.constexpr = NGC * 4        # columns per step
     rc = tl.arange(0, BC)
     rg = tl.arange(0, NGC)
+    cg = rc // 4                                 # the column's group within the step
     ho = ((rc // 4) * 8 + rc % 4).to(tl.int64)   # halfword j of the column's group
     w_ptrs = W16 + wn[:, None] * (swn // 2) + ho[None, :]
     xo = ((rc // 4) * 16 + rc % 4).to(tl.int64)  # x word j of the group (pairs of 16-bit values)
@@ -443,20 +463,27 @@ def _w_tile(X32, W16, S, MN, pid_n, m, g_lo, g_hi, N, NG, Z, sxm, swn, ssn, BLOC
     m_ptrs = MN + wn[:, None] * ssn + (rg + Z)[None, :]
     acc = tl.zeros((BLOCK_N, NGC), dtype=tl.float32)
     if PREFETCH:
-        ha, hb, pa, pb, pc, pd, s, mn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, _wide(tl.minimum(g_lo, NG - NGC)),
-                                                HAS_MIN, EVICT_W)
+        g_first = tl.minimum(g_lo, NG - NGC) if EVEN else g_lo
+        ha, hb, pa, pb, pc, pd, s, mn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, _wide(g_first), cg, rg, g_hi, HAS_MIN,
+                                                EVICT_W, EVEN)
         for g0 in range(g_lo, g_hi, NGC):
-            gn = _wide(tl.maximum(tl.minimum(g0 + NGC, g_hi - NGC), 0))
-            nha, nhb, npa, npb, npc, npd, ns, nmn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, gn, HAS_MIN, EVICT_W)
+            if EVEN:
+                gn = _wide(tl.maximum(tl.minimum(g0 + NGC, g_hi - NGC), 0))
+            else:
+                gn = _wide(g0 + NGC)
+            nha, nhb, npa, npb, npc, npd, ns, nmn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, gn, cg, rg, g_hi, HAS_MIN,
+                                                            EVICT_W, EVEN)
             acc = _w_step(acc, ha, hb, pa, pb, pc, pd, s, mn, BLOCK_N, NGC, HAS_MIN, WASM, XBF16, EXACT)
             ha, hb, pa, pb, pc, pd, s, mn = nha, nhb, npa, npb, npc, npd, ns, nmn
     elif STAGES > 1:  # Triton's software pipeliner: the loop's loads as async copies STAGES - 1 steps ahead
         for g0 in tl.range(g_lo, g_hi, NGC, num_stages=STAGES):
-            ha, hb, pa, pb, pc, pd, s, mn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, _wide(g0), HAS_MIN, EVICT_W)
+            ha, hb, pa, pb, pc, pd, s, mn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, _wide(g0), cg, rg, g_hi, HAS_MIN,
+                                                    EVICT_W, EVEN)
             acc = _w_step(acc, ha, hb, pa, pb, pc, pd, s, mn, BLOCK_N, NGC, HAS_MIN, WASM, XBF16, EXACT)
     else:
         for g0 in range(g_lo, g_hi, NGC):
-            ha, hb, pa, pb, pc, pd, s, mn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, _wide(g0), HAS_MIN, EVICT_W)
+            ha, hb, pa, pb, pc, pd, s, mn = _w_load(w_ptrs, x_ptrs, s_ptrs, m_ptrs, _wide(g0), cg, rg, g_hi, HAS_MIN,
+                                                    EVICT_W, EVEN)
             acc = _w_step(acc, ha, hb, pa, pb, pc, pd, s, mn, BLOCK_N, NGC, HAS_MIN, WASM, XBF16, EXACT)
     return tl.reshape(tl.sum(acc, axis=1), (1, BLOCK_N))
 
@@ -467,8 +494,9 @@ def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLI
                         G: tl.constexpr, BLOCK_N: tl.constexpr, NGC: tl.constexpr, HAS_MIN: tl.constexpr,
                         HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, WASM: tl.constexpr,
                         XBF16: tl.constexpr, SPLIT: tl.constexpr, PERSIST: tl.constexpr, EVICT_W: tl.constexpr,
-                        PREFETCH: tl.constexpr, STAGES: tl.constexpr, EXACT: tl.constexpr):
-    # The word-decode variant of _int4_gemv_kernel (group 32, 16-bit activations with unit stride, whole steps).
+                        PREFETCH: tl.constexpr, STAGES: tl.constexpr, EVEN: tl.constexpr, EXACT: tl.constexpr):
+    # The word-decode variant of _int4_gemv_kernel (group 32, 16-bit activations with unit stride; EVEN: whole
+    # steps, else the last step of a range masked).
     # Column j (0..3) of a group takes the group's 16-bit halfwords j and 4 + j (bytes 2j, 2j+1, 8+2j, 9+2j),
     # joined into one int32 word v; its 8 codes are decoded with 12 integer instructions (_word_codes: low
     # nibbles as 16 + q/16, high nibbles as 1 + q/16) and multiplied by x in one FFMA chain:
@@ -488,7 +516,7 @@ def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLI
     if PERSIST:
         for p in range(pid, tl.cdiv(N, BLOCK_N) * M, tl.num_programs(0)):
             tot = _w_tile(X32, W16, S, MN, p // M, p % M, 0, NG, N, NG, Z, sxm, swn, ssn, BLOCK_N, NGC, HAS_MIN,
-                          WASM, XBF16, EVICT_W, PREFETCH, STAGES, EXACT)
+                          WASM, XBF16, EVICT_W, PREFETCH, STAGES, EVEN, EXACT)
             mo = _wide(p % M)
             _epilogue(tot, rm, (p // M) * BLOCK_N + tl.arange(0, BLOCK_N), 1, N, OUT + mo * som, som, son, C, 0,
                       scn, R + mo * srm, srm, srn, 1.0, 1.0, False, HAS_C, HAS_R, ACT, True, True, EXACT)
@@ -499,7 +527,7 @@ def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLI
         g_lo = pid_k * G_SPLIT
         g_hi = tl.minimum(g_lo + G_SPLIT, NG)
         tot = _w_tile(X32, W16, S, MN, pid_n, m, g_lo, g_hi, N, NG, Z, sxm, swn, ssn, BLOCK_N, NGC, HAS_MIN, WASM,
-                      XBF16, EVICT_W, PREFETCH, STAGES, EXACT)
+                      XBF16, EVICT_W, PREFETCH, STAGES, EVEN, EXACT)
         mo = _wide(m)
         if SPLIT:
             _split_k_finish(tot, rm, rn, 1, N, MNS, WS + mo * N, LOCKS, pid, pid_k, NSPLIT, OUT + mo * som, som,
@@ -551,7 +579,7 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
     Settings from the ``int4_gemv`` table (shape facts ``rows`` = N and ``group`` = G): ``BLOCK_N`` (rows per
     program), ``BLOCK_K`` (codes per row per step: a multiple of G; ``BLOCK_K / 2`` bytes), ``FAST_Q`` (16-bit
     activations: decode codes as ``1 + q/16`` floats, see ``_nibbles``; default on), ``DECODE_ASM`` (that decode in
-    inline PTX; GPU only), ``WORD_DECODE`` (group 32, 16-bit x with unit stride, whole steps: the word-decode
+    inline PTX; GPU only), ``WORD_DECODE`` (group 32, 16-bit x with unit stride: the word-decode
     kernel ``_int4_gemv_w_kernel``; default off) with ``WORD_ASM`` (its decode in inline PTX on the GPU; default
     on), ``PERSIST`` (without split-K: at most this many programs per SM, each looping over row tiles; 0, the
     default, one program per tile), ``LOOP_STAGES`` (> 1: Triton's software pipeliner issues the packed-weight
@@ -581,10 +609,11 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
     locks = _locks(dev, n_tiles * M) if use_split else out
     c = bias if bias is not None else out
     r = residual if residual is not None else out
-    if (fast_q and even and G == 32 and cfg.get("WORD_DECODE", False) and qweight.stride(0) % 4 == 0
+    if (fast_q and G == 32 and cfg.get("WORD_DECODE", False) and qweight.stride(0) % 4 == 0
             and qweight.storage_offset() % 4 == 0 and x.stride(1) == 1 and x.stride(0) % 2 == 0
             and x.storage_offset() % 2 == 0):
-        # the word-decode kernel (_int4_gemv_w_kernel): 16-bit activations, whole steps, 4-byte aligned rows
+        # the word-decode kernel (_int4_gemv_w_kernel): 16-bit activations, 4-byte aligned rows (a last step of
+        # fewer groups masked)
         per_sm = int(cfg.get("PERSIST", 0)) if not use_split else 0
         grid0 = n_tiles * M
         if per_sm > 0:  # persistent programs, at most per_sm per SM, each looping over (row tile, x row) pairs
@@ -599,7 +628,7 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
                      HAS_R=residual is not None, ACT=_ACT_CODE[activation], WASM=not exact and bool(cfg.get("WORD_ASM", True)),
                      XBF16=x.dtype is T.bfloat16, SPLIT=use_split, PERSIST=per_sm > 0,
                      EVICT_W=str(cfg.get("EVICT_W", "")), PREFETCH=bool(cfg.get("PREFETCH", False)),
-                     STAGES=int(cfg.get("LOOP_STAGES", 1)), EXACT=exact,
+                     STAGES=int(cfg.get("LOOP_STAGES", 1)), EVEN=even, EXACT=exact,
                      num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 2),
                      **({"maxnreg": int(cfg["maxnreg"])} if cfg.get("maxnreg") else {})),
                 ws=ws if use_split else None, locks=(locks, n_tiles * M) if use_split else None)
