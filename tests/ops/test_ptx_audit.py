@@ -154,7 +154,7 @@ def compile_sm90(kernel, args, meta):
     for p, a in zip(kernel.params, list(args) + [None] * (len(kernel.params) - len(args))):
         n = p.name
         if n in consts or a is None:
-            sig[n], cx[n] = "constexpr", consts.get(n)
+            sig[n], cx[n] = "constexpr", consts.get(n, p.default if p.has_default else None)  # unset: its default
         elif hasattr(a, "data_ptr"):
             sig[n] = "*" + _normalize_ty(TL_DTYPES[a.dtype.name])
         elif p.annotation_type:
