@@ -68,9 +68,7 @@ residual=h, out=h)``): each element is read before it is written by the same pro
 from __future__ import annotations
 
 import math
-import threading
 from functools import lru_cache
-from operator import itemgetter
 
 import numpy as np
 
@@ -79,11 +77,10 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.table import DType
 from ..runtime.configs import _OVERRIDES, launch_config
-from ..runtime import launcher as _launcher
-from ..runtime.launcher import interpreting, launch
+from ..runtime.launcher import LaunchPlan, Recording, interpreting, launch, make_launch_plan, scratch, unrecorded
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..shapes import broadcast_shapes, compute_view_strides, numel, storage_span
-from ..tensor.core import Tensor, host_view, new_empty
+from ..tensor.core import Tensor, host_view, make_tensor, new_empty
 from . import dispatch, registry
 from . import pointwise as PW
 from .matmul_flags import _state as _MM_FLAGS
@@ -435,15 +432,16 @@ _LOCKS: dict = {}
 
 def _locks(device, n: int) -> Tensor:
     """Arrival counters of split-K, all zero between launches (each launch resets the ones it used). One
-    buffer per (device, stream): launches on one stream are ordered, so they never share a counter at once."""
+    buffer per (device, stream): launches on one stream are ordered, so they never share a counter at once.
+    A launch plan looks the buffer up per call too, so zeroing a new one is not part of a recorded call."""
     from ..tensor.creation import zeros
     if device.type == "cpu":  # interpreter tier: programs run one after another
-        return zeros(n, dtype=T.int32, device=device)
+        return unrecorded(zeros, n, dtype=T.int32, device=device)
     from .. import cuda
     key = (device.index, cuda.current_stream(device.index).cuda_stream)
     buf = _LOCKS.get(key)
     if buf is None or buf.numel() < n:
-        buf = zeros(max(n, 1024), dtype=T.int32, device=device)
+        buf = unrecorded(zeros, max(n, 1024), dtype=T.int32, device=device)
         _LOCKS[key] = buf
     return buf
 
@@ -547,31 +545,32 @@ def _launch_mm(a: Tensor, b: Tensor, out: Tensor, c, r, alpha, beta, act) -> Non
 # ---------------------------------------------------------------------------------------------------------
 # A decode step calls the same few linears with the same shapes thousands of times; the general host path
 # (argument checks, views, stride arithmetic, config lookup, workspace sizing) costs far more than the launch.
-# So the first call of a signature runs the general path with its launch *recorded* (kernel, grid, arguments,
-# settings, which arguments are workspaces), and the record becomes a plan: the kernel arguments that are the
-# caller's tensors (or views of them at the same address: the kernels read tensors only through their data
-# pointers; strides are scalar arguments) become slots; every other argument is a constant. The next call with
-# the same signature (shapes, strides, dtypes, devices of every tensor, the options, the float32 precision flag)
-# allocates the output, fills the slots and launches. Plans are made only when the general path did exactly one
-# launch of a Triton kernel, on a CUDA device or under the interpreter tier, and never while a config override
+# So the first call of a signature runs the general path inside a launcher Recording (kernel, grid, arguments,
+# settings; the workspace and split-K counters declared by :func:`_launch` as scratch, the counters looked up per
+# call), and the record becomes a launcher LaunchPlan: the kernel arguments that are the caller's tensors (or views
+# of them at the same address: the kernels read tensors only through their data pointers; strides are scalar
+# arguments) become slots; every other argument is a constant. The next call with the same signature (shapes,
+# strides, dtypes, devices of every tensor, the options, the float32 precision flag) allocates the output (or
+# takes the caller's out=), fills the slots and launches. Plans are made only when the general path did exactly
+# one launch of a Triton kernel, on a CUDA device or under the interpreter tier, and never while a config override
 # (``runtime.configs.override``) is in force (sweeps see the table they set). :func:`clear_plans` forgets them.
 
-_TLS = threading.local()
 _NO_PLAN = object()
-_LAUNCH = launch
-_launch_tail = getattr(_launcher, "launch_tail", None)
-_Tail = getattr(_launcher, "Tail", None) if _launch_tail is not None else None
 _PLAN_LIMIT = 4096
+Plan = LaunchPlan   # a linear / product / int4 plan: the launcher's recorded launch sequence (one launch here)
 
 
 def _launch(kernel, grid, args: tuple, meta: dict, *, ws: Tensor | None = None, locks=None) -> None:
-    """Launch through :func:`launch` (looked up at call time, so tests can spy on it), recording the launch when
-    a plan is being made on this thread: ``ws`` is a per-call workspace among ``args``, ``locks`` a pair
-    (counter buffer among ``args``, counters used) for split-K (a plan looks the buffer up per call: it is per
-    stream)."""
-    rec = _TLS.__dict__.get("rec")
-    if rec is not None:
-        rec.append((kernel, grid, args, meta, ws, locks))
+    """Launch through :func:`launch` (looked up at call time, so tests can spy on it), declaring to the
+    launcher's recording, when a plan is being made on this thread, ``ws`` (a per-call workspace among ``args``)
+    and ``locks`` (a pair: the split-K counter buffer among ``args``, counters used), which a plan looks up per
+    call through :func:`_locks` (it is per stream)."""
+    if ws is not None:
+        scratch(ws)
+    if locks is not None:
+        buf, n = locks
+        dev = buf._storage.device
+        scratch(buf, lambda: _locks(dev, n))
     launch(kernel, grid, *args, **meta)
 
 
@@ -583,109 +582,27 @@ def _tensor_sig(t):
     return (t._shape, t._stride, t._dtype, d.type, d.index)
 
 
-class Plan:
-    """A recorded launch with slots for the caller's tensors (see the section comment).
-
-    Call with the caller's tensors in the order they were recorded (``None`` where absent); returns the output:
-    a new tensor, or the caller's ``out`` (the last tensor) when the plan was recorded with one.
-    """
-
-    __slots__ = ("kernel", "grid", "slots", "consts", "meta", "out_shape", "out_stride", "out_bytes", "out_dtype",
-                 "device", "backend", "ws_numel", "ws_dtype", "locks", "tail", "pick", "out_slot")
-
-    def __init__(self, kernel, grid, slots, consts, meta, out: Tensor, ws, locks: int, out_slot=None):
-        from ..device.base import backend_for
-        self.kernel, self.grid, self.slots, self.consts, self.meta = kernel, grid, slots, consts, meta
-        self.pick = itemgetter(*slots) if len(slots) > 1 else (lambda env, i=slots[0]: (env[i],))
-        # CUDA: the launcher's planned-tail path (the constant arguments and keywords keyed once, by identity)
-        self.tail = _Tail(consts, meta) if _Tail is not None and out.device.type == "cuda" else None
-        self.out_shape, self.out_stride, self.out_dtype = out._shape, out._stride, out._dtype
-        self.out_bytes = out.numel() * out._dtype.itemsize
-        self.device = out.device
-        self.backend = backend_for(self.device)
-        self.ws_numel = 0 if ws is None else ws.numel()
-        self.ws_dtype = None if ws is None else ws.dtype
-        self.locks = locks
-        self.out_slot = out_slot
-
-    def __call__(self, *tensors):
-        rec = _TLS.__dict__.get("rec")
-        if rec is not None:  # a plan run inside a call being recorded: that call launches more than once
-            rec.append(None)
-        if self.out_slot is None:
-            o = Tensor(self.backend.allocate(self.out_bytes, self.device), self.out_shape, self.out_stride, 0,
-                       self.out_dtype)
-        else:
-            o = tensors[self.out_slot]
-        env = tensors + (o,
-                         new_empty((self.ws_numel,), self.ws_dtype, self.device) if self.ws_numel else None,
-                         _locks(self.device, self.locks) if self.locks else None)
-        if self.tail is not None and launch is _LAUNCH:  # (a test's spy on ``launch`` sees every launch)
-            _launch_tail(self.kernel, self.grid, self.pick(env), self.tail)
-        else:
-            launch(self.kernel, self.grid, *self.pick(env), *self.consts, **self.meta)
-        return o
-
-
-def make_plan(records: list, tensors: tuple, out: Tensor, out_given: bool = False):
-    """A :class:`Plan` from the launches recorded while one call ran, or ``None`` when the call is not one
-    launch whose tensor arguments are all the caller's ``tensors``, the output ``out``, a workspace or the
-    split-K counters (each at the address of the tensor it stands for). ``out_given``: the last of ``tensors`` is
-    the caller's ``out=``, which the call must have returned."""
-    if len(records) != 1 or records[0] is None or not isinstance(out, Tensor) or \
-            any(t is not None and t.numel() == 0 for t in tensors):
-        return None
-    if out_given and tensors[-1] is not out:
-        return None
-    kernel, grid, args, meta, ws, locks = records[0]
-    lk, n_locks = locks if locks is not None else (None, 0)
-    known = [t for t in tensors if t is not None] + ([] if out_given else [out])
-    addrs = [(id(t._storage), t._offset) for t in known]
-    if len(set(addrs)) != len(addrs):  # two of them at one address: a slot would be ambiguous
-        return None
-    n = len(tensors)
-    slots, consts, lead = [], [], True
-    for a in args:
-        if not isinstance(a, Tensor):
-            lead = False
-            consts.append(a)
-            continue
-        if not lead:  # our kernels take their tensors first; a tensor after a scalar is not planned
-            return None
-        if ws is not None and a is ws:
-            slots.append(n + 1)
-        elif lk is not None and a is lk:
-            slots.append(n + 2)
-        else:
-            hit = [i for i, t in enumerate(tensors if out_given else tensors + (out,)) if t is not None
-                   and t._storage is a._storage and t._offset == a._offset and t._dtype is a._dtype]
-            if len(hit) != 1:
-                return None
-            slots.append(hit[0])
-    return Plan(kernel, grid, tuple(slots), tuple(consts), dict(meta), out, ws, n_locks,
-                n - 1 if out_given else None)
-
-
 def record_plan(cache: dict, key, run, tensors: tuple, out_given: bool = False):
-    """Run ``run()`` (the general path of one call) recording its launches, and cache a plan under ``key`` (or
-    a marker that the signature has none). Returns ``run()``'s result. ``out_given``: the last of ``tensors`` is
-    the caller's ``out=``; a call that changed its shape, strides or dtype (a resize) gets no plan."""
+    """Run ``run()`` (the general path of one call) inside a launcher :class:`Recording`, and cache under ``key``
+    a :class:`LaunchPlan` of it (slots: ``tensors``, in the order the plan is called with, ``None`` where absent;
+    the new output, the workspace, the split-K counters) when it did exactly one launch that a plan can replay,
+    else a marker that the signature has none. Returns ``run()``'s result. ``out_given``: the last of
+    ``tensors`` is the caller's ``out=`` (apart from the others), which the call must return; a call that changed
+    its shape, strides or dtype (a resize) gets no plan."""
     sig = _tensor_sig(tensors[-1]) if out_given else None
-    outer = _TLS.__dict__.get("rec")  # a call recorded inside another's recording: both see its launches
-    _TLS.rec = rec = []
-    try:
+    with Recording() as r:
         out = run()
-    finally:
-        _TLS.rec = outer
-        if outer is not None:
-            outer.extend(rec)
     if len(cache) >= _PLAN_LIMIT:
         cache.clear()
     plan = None
-    if not out_given or _tensor_sig(tensors[-1]) == sig:
-        plan = make_plan(rec, tensors, out, out_given)
+    if len(r.launches) == 1 and (not out_given or _tensor_sig(tensors[-1]) == sig):
+        plan = make_launch_plan(r, tensors, out, make_tensor, given=len(tensors) - 1 if out_given else None,
+                                via=_NS)
     cache[key] = plan or _NO_PLAN
     return out
+
+
+_NS = globals()   # planned calls launch through this module's ``launch`` when a spy replaced it
 
 
 def apart(out: Tensor, *tensors) -> bool:
