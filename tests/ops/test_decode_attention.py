@@ -198,6 +198,8 @@ def launches(monkeypatch):
 
 # Many splits for short caches: the combine loops over its splits two at a time and writes 16 columns per program.
 MANY_SPLITS = dict(BLOCK_N=16, target_programs=4096, max_splits=8, min_chunk=16, BLOCK_S=2, combine_dv=16)
+# The table's own fused/lazy settings off (the sm90 table folds and sums lazily), for tests that set them one by one
+TABLE_OFF = dict(lazy_rowsum=False, fuse_combine=0, fuse_fold=0, fuse_group=0)
 
 
 @pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
@@ -272,7 +274,7 @@ def test_fused_combine_and_lazy_rowsum(settings, paged, device, launches):
         args = [dev(a, device) for a in (q, k, v, lens)]
         fn = F.decode_attention
     replay = device != "cpu"  # the interpreter runs the programs one after another: a replay proves nothing there
-    with override("decode_attention", **MANY_SPLITS, **settings):
+    with override("decode_attention", **{**TABLE_OFF, **MANY_SPLITS, **settings}):
         out = fn(*args)
         again = fn(*args) if replay else out
     ref, mag = decode_oracle(q, k, v, lens), _mag(q, k, v, lens)
@@ -289,7 +291,7 @@ def test_fused_combine_and_lazy_rowsum(settings, paged, device, launches):
         assert meta.get("FUSE", False) == fused and meta.get("LAZY_L", False) == settings.get("lazy_rowsum", False)
         assert launches[0][1] == (B * hkv, 5)
     if "fuse_combine" in settings:  # fused above 5 splits only: the combine kernel's result, within tolerance
-        with override("decode_attention", **MANY_SPLITS, **{**settings, "fuse_combine": 4}):
+        with override("decode_attention", **{**TABLE_OFF, **MANY_SPLITS, **settings, "fuse_combine": 4}):
             two = fn(*args)
         _check(two, ref, mag, dt, E, "fuse_combine below the split count")
         if _kernels_run(device):

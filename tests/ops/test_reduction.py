@@ -716,7 +716,8 @@ def test_a_repeated_signature_runs_its_plan_with_the_general_paths_results(case,
 def test_a_full_reduction_plan_holds_both_launches(device):
     from nbxtensor.ops import reduction as R
     R.clear_plans()
-    x = _plan_input((64, 40), "float32", 3, device)
+    # large enough that the GPU table (min_chunk 16384 for one row) splits it too
+    x = _plan_input((64, 40) if device == "cpu" else (256, 1024), "float32", 3, device)
     x.sum()
     plans = [p for c in R._PLAN_CACHES for p in c.values() if p is not R._NO_PLAN]
     assert len(plans) == 1 and len(plans[0].steps) == 2       # partial states into the workspace, then the combine
