@@ -421,20 +421,10 @@ def _compile_launch_sm90(kernel, args, meta):
     src = triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=consts, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
 
-
-@pytest.mark.parametrize("settings,B,ctx", [
-    (dict(fuse_combine=32, lazy_rowsum=True, fuse_fold=0, fuse_group=0), 64, 4096),   # (the table folds)
-    (dict(fuse_combine=32, lazy_rowsum=True, fuse_fold=0, fuse_group=0, maxnreg=96), 8, 32768),
-    (dict(fuse_combine=32, lazy_rowsum=True, fuse_fold=0, fuse_group=0, num_warps=1, BLOCK_N=16, num_stages=4,
-          fuse_block_s=4,
-          split_rule="target", target_programs=1056, min_chunk=256), 64, 4096)],  # 5 splits > fuse_block_s
-    ids=["w4-b64-4k", "w4-b8-32k-maxnreg96", "w1-loop"])
-def test_fused_kernels_compile_for_sm90(settings, B, ctx, monkeypatch):
-    """The sweep's fused / lazy variants of the bf16 head-dim-128 split kernel compile for sm_90 (Triton's real
-    compiler and ptxas; no GPU) on the benchmark's b64-4k (5 splits: the one-block combine) and b8-32k (32 splits
-    under a 96-register cap) shapes and with the looping combine (fuse_block_s=4), with the key and value tiles
-    loaded by 128-bit ``cp.async`` into a multi-stage pipeline, and no register spills (no local-memory
-    stores)."""
+def _sm90_split_launch(settings: dict, B: int, ctx: int, monkeypatch):
+    """The one launch (kernel, grid, args, meta) that ``launch_decode`` makes under ``settings`` as the sm90 table
+    would on the benchmark's bf16 GQA-8 head-dim-128 shape (B sequences of ``ctx`` keys), captured on a host with
+    no GPU for an ahead-of-time compile (skips in the other tiers)."""
     from nbxtensor.runtime.launcher import interpreting
     if interpreting() or GPU:
         pytest.skip("compiles ahead of time on a host without a GPU (the other tiers run the kernels)")
@@ -450,7 +440,24 @@ def test_fused_kernels_compile_for_sm90(settings, B, ctx, monkeypatch):
     with override("decode_attention", **settings):
         D.launch_decode(q, k, v, None, out, scale=0.1, paged=False)
     assert [g[0].__name__ for g in got] == ["_decode_split_kernel"], "fused: one launch"
-    kernel, grid, args, meta = got[0]
+    return got[0]
+
+
+
+@pytest.mark.parametrize("settings,B,ctx", [
+    (dict(fuse_combine=32, lazy_rowsum=True, fuse_fold=0, fuse_group=0), 64, 4096),   # (the table folds)
+    (dict(fuse_combine=32, lazy_rowsum=True, fuse_fold=0, fuse_group=0, maxnreg=96), 8, 32768),
+    (dict(fuse_combine=32, lazy_rowsum=True, fuse_fold=0, fuse_group=0, num_warps=1, BLOCK_N=16, num_stages=4,
+          fuse_block_s=4,
+          split_rule="target", target_programs=1056, min_chunk=256), 64, 4096)],  # 5 splits > fuse_block_s
+    ids=["w4-b64-4k", "w4-b8-32k-maxnreg96", "w1-loop"])
+def test_fused_kernels_compile_for_sm90(settings, B, ctx, monkeypatch):
+    """The sweep's fused / lazy variants of the bf16 head-dim-128 split kernel compile for sm_90 (Triton's real
+    compiler and ptxas; no GPU) on the benchmark's b64-4k (5 splits: the one-block combine) and b8-32k (32 splits
+    under a 96-register cap) shapes and with the looping combine (fuse_block_s=4), with the key and value tiles
+    loaded by 128-bit ``cp.async`` into a multi-stage pipeline, and no register spills (no local-memory
+    stores)."""
+    kernel, grid, args, meta = _sm90_split_launch(settings, B, ctx, monkeypatch)
     assert meta["FUSE"] and meta["LAZY_L"] and grid[1] > 1
     assert meta["FUSE_ONE"] == ("fuse_block_s" not in settings)
     c = _compile_launch_sm90(kernel, args, meta)
@@ -493,22 +500,7 @@ def test_fold_kernels_compile_for_sm90(settings, B, ctx, regs, monkeypatch):
     (and in the two-level code) ptxas keeps a few values that live across the key loop (pointers and sizes the
     fold needs) on the stack: stored once before the loop, loaded once after it; no local-memory access lies in
     any loop (between a label and the branch back to it), the key loop's ``HMMA`` loops included."""
-    from nbxtensor.runtime.launcher import interpreting
-    if interpreting() or GPU:
-        pytest.skip("compiles ahead of time on a host without a GPU (the other tiers run the kernels)")
-    pytest.importorskip("triton.backends.nvidia.compiler")
-    from nbxtensor.ops import decode_attention as D
-    from nbxtensor.runtime import configs
-    monkeypatch.setattr(configs, "arch_of", lambda device: "sm90")
-    got = []
-    monkeypatch.setattr(D, "launch", lambda kernel, grid, *args, **meta: got.append((kernel, grid, args, meta)))
-    Hq, hkv, E = 32, 4, 128
-    q, out = nbx.empty(B, Hq, E, dtype=nbx.bfloat16), nbx.empty(B, Hq, E, dtype=nbx.bfloat16)
-    k, v = nbx.empty(B, hkv, ctx, E, dtype=nbx.bfloat16), nbx.empty(B, hkv, ctx, E, dtype=nbx.bfloat16)
-    with override("decode_attention", **settings):
-        D.launch_decode(q, k, v, None, out, scale=0.1, paged=False)
-    assert [g[0].__name__ for g in got] == ["_decode_split_kernel"], "fused: one launch"
-    kernel, grid, args, meta = got[0]
+    kernel, grid, args, meta = _sm90_split_launch(settings, B, ctx, monkeypatch)
     assert meta["FOLD"] == 8 and meta["FOLD_H"] == 8
     assert meta["FOLD_G"] == (16 if grid[1] > 16 else 0)
     c = _compile_launch_sm90(kernel, args, meta)
