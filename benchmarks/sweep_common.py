@@ -1,9 +1,11 @@
 """What the GPU sweeps (benchmarks/sweep_*.py) share: the import path, the common command-line options, the set-up
 (device check, output folder, device facts, timing settings, the event clock with its L2 flush (``--flush``), run
 id, commit and date), the budget, the timing of a variant (host cost, a single timed run for the interpreter, first
-call then timed runs), error records, the CSV of the rank-by-rank sweeps and their per-rule geometric mean.
+call then timed runs), error records, and for the rank-by-rank sweeps the plan, its run under the budget, the CSV,
+the per-rule geometric mean and the printed report.
 
-Each sweep keeps only what is specific to its area: shapes, variants, inputs, output checks and its printed table.
+Each sweep keeps only what is specific to its area: shapes, variants, inputs, output checks and its printed table
+(or the settings of the shared report).
 Importing this module puts the source tree's ``src`` on ``sys.path`` (before any ``nbxtensor`` import), so the
 sweeps run from a checkout without installing the library.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import json
 import math
 import os
 import sys
@@ -252,7 +255,7 @@ def log_traceback(path: str, header: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Rank-by-rank sweeps (pointwise, reduce): plan, CSV, summary
+# Rank-by-rank sweeps (pointwise, reduce, rows): plan, run, CSV, summary, report
 # ---------------------------------------------------------------------------------------------------------------
 def rank_plan(cases: list, variants_of) -> list:
     """``(rank, case, settings)`` rank by rank across ``cases``: every case's table setting (``{}``, rank 0),
@@ -341,3 +344,98 @@ def best_of_case(rows: list, case_name: str, ok, target_pct: float):
 def table_config(state: dict, case_names: list) -> dict:
     """The table's own setting of the first of ``case_names`` that recorded one (``state[name]["table"]``)."""
     return next((state[n]["table"] for n in case_names if state[n]["table"]), {})
+
+
+def fmt_settings(s: dict) -> str:
+    """A variant's settings as compact, key-sorted JSON (the CSV's ``settings``); ``"table"`` for ``{}``."""
+    return json.dumps(s, separators=(",", ":"), sort_keys=True) if s else "table"
+
+
+def ok_row(r: dict) -> bool:
+    """Whether a sweep row's variant ran, passed its check (status ``ok...``) and was timed."""
+    return str(r.get("status", "")).startswith("ok") and r.get("gbps") is not None
+
+
+def run_plan(plan: list, *, budget_s: float, t0: float, est: float, make_row, run_variant, writer: CsvRows,
+             log_path: str, min_est: float = 0.5) -> tuple[list, int]:
+    """Run a :func:`rank_plan` under the budget: skip a variant when ``est`` (seconds, the running estimate of a
+    variant's cost, compiles included) would take it past ``budget_s`` from ``t0`` (0: no limit); else make its row
+    (``make_row(rank, case, settings) -> dict``) and fill it (``run_variant(row, case, settings, started)``); an
+    exception becomes the row's ``status`` (``"error: ..."``, 200 characters) and a traceback in ``log_path``. Each
+    row is appended to the CSV ``writer`` as it is done; the writer is closed at the end.
+
+    Returns:
+        ``(rows, skipped)``: the rows in run order and how many variants the budget skipped.
+    """
+    rows: list[dict] = []
+    skipped = 0
+    for rank, case, settings in plan:
+        if budget_s and time.monotonic() - t0 + est > budget_s:
+            skipped += 1
+            continue
+        row = make_row(rank, case, settings)
+        t_var = time.monotonic()
+        try:
+            run_variant(row, case, settings, t_var)
+        except Exception as e:  # noqa: BLE001 - record, go on with the next variant
+            row["status"] = "error: " + error_text(e, limit=200)
+            log_traceback(log_path, f"{case.name} {fmt_settings(settings)}")
+        est = max(est * 0.5 + (time.monotonic() - t_var) * 0.5, min_est)
+        rows.append(row)
+        writer.write(row)
+    writer.close()
+    return rows, skipped
+
+
+def report_rank_sweep(name: str, rows: list, cases: list, state: dict, skipped: int, wall: float, budget: float,
+                      csv_path: str, notes: list, *, target_pct: float, group_field: str, heading: str,
+                      missing: str, case_width: int, group_width: int, rule_config: bool, is_mismatch) -> None:
+    """The compact table of a rank-by-rank sweep whose cases have ``name`` and ``group`` and whose ``state[name]``
+    holds the table's setting (``"table"``) and the bytes moved (``"bytes"``): per case the table and the best (up
+    to 3) checked variants (and the first failed one), then the best per case (names padded to ``case_width``),
+    then under ``heading`` per group (the rows' ``group_field``) the setting with the best geometric mean of GB/s
+    over the group's cases (settings that ran and matched on all of them; names padded to ``group_width``; with
+    ``rule_config`` the table's setting merged with a non-table winner), or ``missing`` (formatted with ``group``,
+    ``names`` and ``n``); last a line of counts (mismatches: rows whose status passes ``is_mismatch``)."""
+    print()
+    for c in cases:
+        rs = [r for r in rows if r["case"] == c.name]
+        if not rs:
+            continue
+        print(f"{c.name} [{c.group} {fmt_settings(state[c.name]['table'] or {})}] "
+              f"{(state[c.name]['bytes'] or 0) / 2 ** 20:.0f} MiB moved")
+        shown, more = rows_to_show(rs, ok_row, 3, 1)
+        for r in shown:
+            if r.get("gbps") is not None:
+                print(f"  {r['variant']:6s} {r['gbps']:8.1f} GB/s {r['pct_of_4800']:5.1f}%  {r['p50_ms']:8.4f} ms  "
+                      f"{r['status'][:24]:24s} {r['settings']}")
+            else:
+                print(f"  {r['variant']:6s} {'-':>8s}                        {r['status'][:60]} {r['settings']}")
+        if more:
+            print(f"  ... {more} more in the CSV")
+    print("\nbest per case (GB/s, % of 4800, x table):")
+    for c in cases:
+        found = best_of_case(rows, c.name, ok_row, target_pct)
+        if found:
+            _, best, tab, gain, flag = found
+            print(f"  {c.name:{case_width}s} {best['gbps']:8.1f} {best['pct_of_4800']:5.1f}% {gain:>6s} "
+                  f"{best['settings']}{flag}")
+    print("\n" + heading)
+    by_group = [dict(r, rule=r[group_field]) for r in rows]
+    for group in sorted({c.group for c in cases}):
+        names = [c.name for c in cases if c.group == group]
+        gm = geomean_by_setting(by_group, group, names, ok_row)
+        if not gm:
+            print("  " + missing.format(group=group, names=names, n=len(names)))
+            continue
+        best = max(gm, key=gm.get)
+        base = gm.get("table")
+        print(f"  {group:{group_width}s} {best}  geomean {gm[best]:.1f} GB/s"
+              + (f" ({gm[best] / base:.2f}x table)" if base else ""))
+        if rule_config and best != "table":
+            merged = dict(table_config(state, names), **json.loads(best))
+            print(f"  {'':{group_width}s} -> rule config {json.dumps(merged, separators=(', ', ': '))}")
+    print(f"\n{name}: {len(rows)} variants run, {skipped} skipped for the {budget:.0f} s budget, "
+          f"{sum(1 for r in rows if str(r.get('status', '')).startswith('error'))} errors, "
+          f"{sum(1 for r in rows if is_mismatch(str(r.get('status', ''))))} mismatches; "
+          f"{wall:.0f} s; wrote {csv_path}" + (f"; notes: {'; '.join(notes)}" if notes else ""), flush=True)

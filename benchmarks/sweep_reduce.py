@@ -51,7 +51,6 @@ kinds their own setting.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -261,10 +260,6 @@ def check_same(nbx, got, ref, sum_like: bool) -> str:
     return "ok"
 
 
-def _fmt_settings(s: dict) -> str:
-    return json.dumps(s, separators=(",", ":"), sort_keys=True) if s else "table"
-
-
 CSV_FIELDS = ["case", "op", "rule", "variant", "settings", "table_config", "status", "p20_ms", "p50_ms", "p80_ms",
               "gbps", "pct_of_4800", "bytes", "first_call_s", "gpu", "commit", "date"]
 
@@ -295,110 +290,57 @@ def main(argv=None) -> int:
     inputs = SC.Inputs(nbx, dev)
 
     state = {c.name: {"ref": None, "bytes": None, "table": None} for c in cases}
-    rows: list[dict] = []
     csv_path = os.path.join(a.out, "sweep_reduce.csv")
     writer = SC.CsvRows(csv_path, CSV_FIELDS)
     plan = SC.rank_plan(cases, lambda c: VARIANTS[c.group])
     print(f"sweep_reduce: {len(plan)} variants over {len(cases)} cases on {facts['gpu']} (commit {commit}); "
           f"budget {a.budget_s:.0f} s", flush=True)
-    est, n_done, skipped = (0.5 if a.smoke else 3.0), 0, 0
-    for rank, case, settings in plan:
-        elapsed = time.monotonic() - t0
-        if a.budget_s and elapsed + est > a.budget_s:
-            skipped += 1
-            continue
-        st = state[case.name]
-        row = {"case": case.name, "op": case.op, "rule": case.group, "variant": "table" if not settings else
-               f"v{rank}", "settings": _fmt_settings(settings), "gpu": facts["gpu"], "commit": commit, "date": date}
-        t_var = time.monotonic()
-        run_settings = smoke_settings(settings) if a.smoke else settings
-        try:
-            ts = inputs.tensors(case.specs)
-            if st["bytes"] is None:
-                args, kwargs = case.cost_args(ts)
-                c = registry.get(case.op).cost(*args, **kwargs)
-                st["bytes"] = int(c.bytes_read + c.bytes_written)
-                st["table"] = launch_config(case.rule, ts[0].device, dtypes=(ts[0].dtype,), **case.facts)
-            row["table_config"] = _fmt_settings(st["table"])
-            row["bytes"] = st["bytes"]
-            if not settings and st["ref"] is not None:
-                raise RuntimeError("table variant ran twice")
 
-            def check(res, st=st, settings=settings, case=case):
-                if not settings:
-                    st["ref"] = res
-                    return "ok (reference)"
-                if st["ref"] is None:
-                    return "unchecked (the table variant failed)"
-                return check_same(nbx, res, st["ref"], case.sum_like)
-            times = SC.check_then_time(row, case.rule, run_settings, lambda ts=ts: case.call(ts), check, clock, timing,
-                                       t_var)
-            row.update(SC.bandwidth_fields(times, st["bytes"]))
-        except Exception as e:  # noqa: BLE001 - record, go on with the next variant
-            row["status"] = "error: " + SC.error_text(e, limit=200)
-            SC.log_traceback(os.path.join(a.out, "sweep_reduce.log"), f"{case.name} {_fmt_settings(settings)}")
-        dt_var = time.monotonic() - t_var
-        n_done += 1
-        est = max(est * 0.5 + dt_var * 0.5, 0.5)
-        rows.append(row)
-        writer.write(row)
-    writer.close()
+    def make_row(rank, case, settings):
+        return {"case": case.name, "op": case.op, "rule": case.group, "variant": "table" if not settings else
+                f"v{rank}", "settings": SC.fmt_settings(settings), "gpu": facts["gpu"], "commit": commit,
+                "date": date}
+
+    def run_variant(row, case, settings, t_var):
+        cs = state[case.name]
+        run_settings = smoke_settings(settings) if a.smoke else settings
+        ts = inputs.tensors(case.specs)
+        if cs["bytes"] is None:
+            args, kwargs = case.cost_args(ts)
+            c = registry.get(case.op).cost(*args, **kwargs)
+            cs["bytes"] = int(c.bytes_read + c.bytes_written)
+            cs["table"] = launch_config(case.rule, ts[0].device, dtypes=(ts[0].dtype,), **case.facts)
+        row["table_config"] = SC.fmt_settings(cs["table"])
+        row["bytes"] = cs["bytes"]
+        if not settings and cs["ref"] is not None:
+            raise RuntimeError("table variant ran twice")
+
+        def check(res):
+            if not settings:
+                cs["ref"] = res
+                return "ok (reference)"
+            if cs["ref"] is None:
+                return "unchecked (the table variant failed)"
+            return check_same(nbx, res, cs["ref"], case.sum_like)
+        times = SC.check_then_time(row, case.rule, run_settings, lambda: case.call(ts), check, clock, timing, t_var)
+        row.update(SC.bandwidth_fields(times, cs["bytes"]))
+    rows, skipped = SC.run_plan(plan, budget_s=a.budget_s, t0=t0, est=0.5 if a.smoke else 3.0, make_row=make_row,
+                                run_variant=run_variant, writer=writer,
+                                log_path=os.path.join(a.out, "sweep_reduce.log"))
     for c in cases:  # free the references before printing
         state[c.name]["ref"] = None
     report(rows, cases, state, skipped, time.monotonic() - t0, a.budget_s, csv_path, notes)
     return 0
 
 
-def _ok(r: dict) -> bool:
-    return str(r.get("status", "")).startswith("ok") and r.get("gbps") is not None
-
-
 def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
     """The compact table: per case the table setting and the best (up to 3) variants, then the best per case and
     per rule (geometric mean of GB/s over the rule's cases, variants that ran and matched on all of them)."""
-    print()
-    for c in cases:
-        rs = [r for r in rows if r["case"] == c.name]
-        if not rs:
-            continue
-        print(f"{c.name} [{c.group} {_fmt_settings(state[c.name]['table'] or {})}] "
-              f"{(state[c.name]['bytes'] or 0) / 2 ** 20:.0f} MiB moved")
-        shown, more = SC.rows_to_show(rs, _ok, 3, 1)
-        for r in shown:
-            if r.get("gbps") is not None:
-                print(f"  {r['variant']:6s} {r['gbps']:8.1f} GB/s {r['pct_of_4800']:5.1f}%  {r['p50_ms']:8.4f} ms  "
-                      f"{r['status'][:24]:24s} {r['settings']}")
-            else:
-                print(f"  {r['variant']:6s} {'-':>8s}                        {r['status'][:60]} {r['settings']}")
-        if more:
-            print(f"  ... {more} more in the CSV")
-    print("\nbest per case (GB/s, % of 4800, x table):")
-    for c in cases:
-        found = SC.best_of_case(rows, c.name, _ok, TARGET_PCT)
-        if not found:
-            continue
-        _, best, tab, gain, flag = found
-        print(f"  {c.name:28s} {best['gbps']:8.1f} {best['pct_of_4800']:5.1f}% {gain:>6s} {best['settings']}{flag}")
-    print("\nper rule, best geometric mean over its cases (write into runtime/configs/sm90.json):")
-    for rule in sorted({c.group for c in cases}):
-        names = [c.name for c in cases if c.group == rule]
-        gm = SC.geomean_by_setting(rows, rule, names, _ok)
-        if not gm:
-            print(f"  {rule}: no setting ran on all of {names}")
-            continue
-        best = max(gm, key=gm.get)
-        base = gm.get("table")
-        print(f"  {rule:20s} {best}  geomean {gm[best]:.1f} GB/s" + (f" ({gm[best] / base:.2f}x table)" if base
-                                                                          else ""))
-        if best != "table":
-            table_cfg = SC.table_config(state, names)
-            merged = dict(table_cfg, **json.loads(best))
-            print(f"  {'':20s} -> rule config {json.dumps(merged, separators=(', ', ': '))}")
-    ran = len(rows)
-    print(f"\nsweep_reduce: {ran} variants run, {skipped} skipped for the {budget:.0f} s budget, "
-          f"{sum(1 for r in rows if str(r.get('status', '')).startswith('error'))} errors, "
-          f"{sum(1 for r in rows if str(r.get('status', '')).startswith('mismatch'))} mismatches; "
-          f"{wall:.0f} s; wrote {csv_path}" + (f"; notes: {'; '.join(notes)}" if notes else ""), flush=True)
+    SC.report_rank_sweep("sweep_reduce", rows, cases, state, skipped, wall, budget, csv_path, notes,
+                         target_pct=TARGET_PCT, group_field="rule", case_width=28, group_width=20,
+                         heading="per rule, best geometric mean over its cases (write into runtime/configs/sm90.json):",
+                         missing="{group}: no setting ran on all of {names}",
+                         rule_config=True, is_mismatch=lambda status: status.startswith("mismatch"))
 
 
 if __name__ == "__main__":

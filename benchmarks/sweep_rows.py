@@ -41,7 +41,6 @@ norms load weight and bias once per program), ``LOOP_STAGES`` (cp.async prefetch
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -210,10 +209,6 @@ def check_oracle(nbx, case: Case, tensors: list, res, k: int = 8) -> str:
     return "ok" if ok.all() else f"mismatch vs oracle ({int((~ok).sum())} of {ok.size})"
 
 
-def _fmt_settings(s: dict) -> str:
-    return json.dumps(s, separators=(",", ":"), sort_keys=True) if s else "table"
-
-
 CSV_FIELDS = ["case", "op", "rule", "group", "variant", "settings", "table_config", "status", "p20_ms", "p50_ms",
               "p80_ms", "gbps", "pct_of_4800", "bytes", "first_call_s", "gpu", "commit", "date"]
 
@@ -242,103 +237,59 @@ def main(argv=None) -> int:
         cases = [c for c in cases if c.group in set(SC.names(a.groups))]
     inputs = SC.Inputs(nbx, dev)
     state = {c.name: {"ref": None, "bytes": None, "table": None} for c in cases}
-    rows: list[dict] = []
     csv_path = os.path.join(a.out, "sweep_rows.csv")
     writer = SC.CsvRows(csv_path, CSV_FIELDS)
     plan = SC.rank_plan(cases, lambda c: VARIANTS[c.group])
     print(f"sweep_rows: {len(plan)} variants over {len(cases)} cases on {facts['gpu']} (commit {commit}); "
           f"budget {a.budget_s:.0f} s", flush=True)
-    est, skipped = (0.5 if a.smoke else 3.0), 0
-    for rank, case, settings in plan:
-        if a.budget_s and time.monotonic() - t0 + est > a.budget_s:
-            skipped += 1
-            continue
-        cs = state[case.name]
-        row = {"case": case.name, "op": case.op, "rule": case.rule, "group": case.group,
-               "variant": "table" if not settings else f"v{rank}", "settings": _fmt_settings(settings),
-               "gpu": facts["gpu"], "commit": commit, "date": date}
-        t_var = time.monotonic()
-        try:
-            ts = inputs.tensors(case.call.inputs)
-            fn = H.resolve_call(nbx, case.call, ts)
-            if cs["bytes"] is None:
-                args = H.materialize(list(case.call.args), ts, lambda n: getattr(nbx, n))
-                kwargs = H.materialize(dict(case.call.kwargs), ts, lambda n: getattr(nbx, n))
-                _, cs["bytes"], _ = declared_cost(registry.get(case.op), case.call, ts, args, kwargs, None)
-                cs["table"] = launch_config(case.rule, ts[0].device, dtypes=(ts[0].dtype,), **case.facts)
-            row["table_config"] = _fmt_settings(cs["table"])
-            row["bytes"] = cs["bytes"]
 
-            def check(res, cs=cs, settings=settings, case=case, ts=ts):
-                verdict = check_oracle(nbx, case, ts, res)
-                if not settings:
-                    cs["ref"] = res
-                    return "ok (reference)" if verdict == "ok" else f"{verdict} (table)"
-                if cs["ref"] is None:
-                    return verdict if verdict != "ok" else "ok (oracle only: the table failed)"
-                same = check_same(nbx, res, cs["ref"])
-                return verdict if verdict != "ok" else same
-            times = SC.check_then_time(row, case.rule, smoke_settings(settings) if a.smoke else settings, fn, check,
-                                       clock, timing, t_var)
-            row.update(SC.bandwidth_fields(times, cs["bytes"]))
-        except Exception as e:  # noqa: BLE001 - record, go on with the next variant
-            row["status"] = "error: " + SC.error_text(e, limit=200)
-            SC.log_traceback(os.path.join(a.out, "sweep_rows.log"), f"{case.name} {_fmt_settings(settings)}")
-        est = max(est * 0.5 + (time.monotonic() - t_var) * 0.5, 0.5)
-        rows.append(row)
-        writer.write(row)
-    writer.close()
+    def make_row(rank, case, settings):
+        return {"case": case.name, "op": case.op, "rule": case.rule, "group": case.group,
+                "variant": "table" if not settings else f"v{rank}", "settings": SC.fmt_settings(settings),
+                "gpu": facts["gpu"], "commit": commit, "date": date}
+
+    def run_variant(row, case, settings, t_var):
+        cs = state[case.name]
+        ts = inputs.tensors(case.call.inputs)
+        fn = H.resolve_call(nbx, case.call, ts)
+        if cs["bytes"] is None:
+            args = H.materialize(list(case.call.args), ts, lambda n: getattr(nbx, n))
+            kwargs = H.materialize(dict(case.call.kwargs), ts, lambda n: getattr(nbx, n))
+            _, cs["bytes"], _ = declared_cost(registry.get(case.op), case.call, ts, args, kwargs, None)
+            cs["table"] = launch_config(case.rule, ts[0].device, dtypes=(ts[0].dtype,), **case.facts)
+        row["table_config"] = SC.fmt_settings(cs["table"])
+        row["bytes"] = cs["bytes"]
+
+        def check(res):
+            verdict = check_oracle(nbx, case, ts, res)
+            if not settings:
+                cs["ref"] = res
+                return "ok (reference)" if verdict == "ok" else f"{verdict} (table)"
+            if cs["ref"] is None:
+                return verdict if verdict != "ok" else "ok (oracle only: the table failed)"
+            same = check_same(nbx, res, cs["ref"])
+            return verdict if verdict != "ok" else same
+        times = SC.check_then_time(row, case.rule, smoke_settings(settings) if a.smoke else settings, fn, check,
+                                   clock, timing, t_var)
+        row.update(SC.bandwidth_fields(times, cs["bytes"]))
+    rows, skipped = SC.run_plan(plan, budget_s=a.budget_s, t0=t0, est=0.5 if a.smoke else 3.0, make_row=make_row,
+                                run_variant=run_variant, writer=writer,
+                                log_path=os.path.join(a.out, "sweep_rows.log"))
     for c in cases:  # free the references before printing
         state[c.name]["ref"] = None
     report(rows, cases, state, skipped, time.monotonic() - t0, a.budget_s, csv_path, notes)
     return 0
 
 
-def _ok(r: dict) -> bool:
-    return str(r.get("status", "")).startswith("ok") and r.get("gbps") is not None
-
-
 def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
     """Per case the table and the best (up to 3) checked variants, then the best per case and per group (geometric
     mean of GB/s over the group's cases, settings that ran and matched on all of them)."""
-    print()
-    for c in cases:
-        rs = [r for r in rows if r["case"] == c.name]
-        if not rs:
-            continue
-        print(f"{c.name} [{c.group} {_fmt_settings(state[c.name]['table'] or {})}] "
-              f"{(state[c.name]['bytes'] or 0) / 2 ** 20:.0f} MiB moved")
-        shown, more = SC.rows_to_show(rs, _ok, 3, 1)
-        for r in shown:
-            if r.get("gbps") is not None:
-                print(f"  {r['variant']:6s} {r['gbps']:8.1f} GB/s {r['pct_of_4800']:5.1f}%  {r['p50_ms']:8.4f} ms  "
-                      f"{r['status'][:24]:24s} {r['settings']}")
-            else:
-                print(f"  {r['variant']:6s} {'-':>8s}                        {r['status'][:60]} {r['settings']}")
-        if more:
-            print(f"  ... {more} more in the CSV")
-    print("\nbest per case (GB/s, % of 4800, x table):")
-    for c in cases:
-        found = SC.best_of_case(rows, c.name, _ok, TARGET_PCT)
-        if found:
-            _, best, tab, gain, flag = found
-            print(f"  {c.name:38s} {best['gbps']:8.1f} {best['pct_of_4800']:5.1f}% {gain:>6s} {best['settings']}{flag}")
-    print("\nper group, best geometric mean over its cases (write into runtime/configs/sm90.json, per dtype if the "
-          "cases disagree):")
-    for group in sorted({c.group for c in cases}):
-        names = [c.name for c in cases if c.group == group]
-        gm = SC.geomean_by_setting([dict(r, rule=r["group"]) for r in rows], group, names, _ok)
-        if not gm:
-            print(f"  {group}: no setting ran on all of its {len(names)} cases")
-            continue
-        best = max(gm, key=gm.get)
-        base = gm.get("table")
-        print(f"  {group:24s} {best}  geomean {gm[best]:.1f} GB/s" + (f" ({gm[best] / base:.2f}x table)" if base
-                                                                          else ""))
-    print(f"\nsweep_rows: {len(rows)} variants run, {skipped} skipped for the {budget:.0f} s budget, "
-          f"{sum(1 for r in rows if str(r.get('status', '')).startswith('error'))} errors, "
-          f"{sum(1 for r in rows if 'mismatch' in str(r.get('status', '')))} mismatches; "
-          f"{wall:.0f} s; wrote {csv_path}" + (f"; notes: {'; '.join(notes)}" if notes else ""), flush=True)
+    SC.report_rank_sweep("sweep_rows", rows, cases, state, skipped, wall, budget, csv_path, notes,
+                         target_pct=TARGET_PCT, group_field="group", case_width=38, group_width=24,
+                         heading="per group, best geometric mean over its cases (write into runtime/configs/sm90.json, "
+                                 "per dtype if the cases disagree):",
+                         missing="{group}: no setting ran on all of its {n} cases", rule_config=False,
+                         is_mismatch=lambda status: "mismatch" in status)
 
 
 if __name__ == "__main__":

@@ -63,3 +63,46 @@ def test_smoke_run_writes_checked_rows(tmp_path):
     assert all(r["status"] in ("ok", "ok (reference)") for r in rows), [r["status"] for r in rows]
     assert all(float(r["p50_ms"]) > 0 and r["table_config"] for r in rows)
     assert "per rule, best geometric mean" in proc.stdout and len(proc.stdout.splitlines()) < 120
+
+
+def test_shared_run_plan_and_report(tmp_path, capsys):
+    """sweep_common.run_plan (used by sweep_reduce and sweep_rows): an exception becomes the row's error status and
+    a traceback in the log, every row reaches the CSV, an exhausted budget skips; report_rank_sweep prints the
+    per-group winner, the merged rule config and counts mismatches with the sweep's own predicate."""
+    import sweep_common as SC
+
+    class C:
+        def __init__(self, name):
+            self.name, self.group = name, "g"
+    cases = [C("a"), C("b")]
+    plan = SC.rank_plan(cases, lambda c: [{"X": 1}])
+    state = {c.name: {"ref": None, "bytes": 2 ** 20, "table": {"X": 0}} for c in cases}
+
+    def run_variant(row, case, settings, started):
+        if case.name == "b" and settings:
+            raise ValueError("boom\nsecond line")
+        row.update(status="ok", gbps=100.0 if settings else 50.0, pct_of_4800=1.0, p50_ms=0.01)
+    csv_path = str(tmp_path / "s.csv")
+    log = str(tmp_path / "s.log")
+    rows, skipped = SC.run_plan(plan, budget_s=0, t0=0.0, est=0.5, run_variant=run_variant,
+                                make_row=lambda rank, c, s: {"case": c.name, "rule": c.group,
+                                                             "variant": f"v{rank}" if s else "table",
+                                                             "settings": SC.fmt_settings(s)},
+                                writer=SC.CsvRows(csv_path, ["case", "variant", "status"]), log_path=log)
+    assert skipped == 0 and [r["status"] for r in rows] == ["ok", "ok", "ok", "error: ValueError: boom"]
+    assert len(list(csv.DictReader(open(csv_path)))) == 4 and "boom" in open(log).read()
+    _, skipped = SC.run_plan(plan, budget_s=1.0, t0=-10.0, est=0.5, make_row=None, run_variant=None,
+                             writer=SC.CsvRows(str(tmp_path / "t.csv"), ["case"]), log_path=log)
+    assert skipped == len(plan)
+    def report(cs):
+        SC.report_rank_sweep("sw", rows, cs, state, 0, 1.0, 1.0, csv_path, [], target_pct=85.0, group_field="rule",
+                             heading="per rule:", missing="{group}: none of {n}", case_width=4, group_width=4,
+                             rule_config=True, is_mismatch=lambda s: s.startswith("mismatch"))
+    report(cases[:1])  # a alone: v1 (100 GB/s) beats the table (50)
+    out = capsys.readouterr().out
+    assert 'a [g {"X":0}] 1 MiB moved' in out and '-> rule config {"X": 1}' in out
+    assert "sw: 4 variants run, 0 skipped for the 1 s budget, 1 errors, 0 mismatches" in out
+    rows[0]["status"] = "mismatch: output 0"
+    report(cases)  # b's v1 failed: no setting ran on all of the group's cases
+    out = capsys.readouterr().out
+    assert "  g: none of 2" in out and "1 errors, 1 mismatches" in out
