@@ -201,6 +201,21 @@ MANY_SPLITS = dict(BLOCK_N=16, target_programs=4096, max_splits=8, min_chunk=16,
 # The table's own fused/lazy settings off (the sm90 table folds and sums lazily), for tests that set them one by one
 TABLE_OFF = dict(lazy_rowsum=False, fuse_combine=0, fuse_fold=0, fuse_group=0)
 
+def _small_bf16_cache(seed: int, lens: list, paged: bool, device):
+    """The fused/fold tests' case: bf16 q (4, 8, 64), k (4, 2, 70, 64), v (4, 2, 70, 48) drawn from ``seed``,
+    sequence lengths ``lens``; returns ``(q, k, v, lens, args, fn)`` with the call's device arguments and the
+    contiguous or paged (pages of 16) decode-attention function."""
+    dt = T.bfloat16
+    rng = np.random.default_rng(seed)
+    B, Hq, hkv, E, EV, cap = 4, 8, 2, 64, 48, 70
+    lens = np.array(lens, np.int32)
+    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, EV), dt)
+    if paged:
+        kp, vp, bt = _paged_from(k, v, 16, rng)
+        return q, k, v, lens, [dev(a, device) for a in (q, kp, vp, bt, lens)], F.paged_decode_attention
+    return q, k, v, lens, [dev(a, device) for a in (q, k, v, lens)], F.decode_attention
+
+
 
 @pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
 def test_short_sequences_spread_over_splits(paged, device, launches):
@@ -262,17 +277,8 @@ def test_fused_combine_and_lazy_rowsum(settings, paged, device, launches):
     the arrival counters are reset by each launch), and the fused combine also gives the same result when the
     splits are few enough to need a single split block."""
     dt = T.bfloat16
-    rng = np.random.default_rng(91 + paged)
     B, Hq, hkv, E, EV, cap = 4, 8, 2, 64, 48, 70
-    lens = np.array([0, 1, 17, cap], np.int32)
-    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, EV), dt)
-    if paged:
-        kp, vp, bt = _paged_from(k, v, 16, rng)
-        args = [dev(a, device) for a in (q, kp, vp, bt, lens)]
-        fn = F.paged_decode_attention
-    else:
-        args = [dev(a, device) for a in (q, k, v, lens)]
-        fn = F.decode_attention
+    q, k, v, lens, args, fn = _small_bf16_cache(91 + paged, [0, 1, 17, cap], paged, device)
     replay = device != "cpu"  # the interpreter runs the programs one after another: a replay proves nothing there
     with override("decode_attention", **{**TABLE_OFF, **MANY_SPLITS, **settings}):
         out = fn(*args)
@@ -316,17 +322,8 @@ def test_fused_fold(settings, paged, device, launches):
     sequence of 17 keys fills 2 of the 5 splits: groups without keys), 0 for an empty sequence, a replay gives
     the same bits (the arrival counters are reset by the launch that used them)."""
     dt = T.bfloat16
-    rng = np.random.default_rng(191 + paged)
     B, Hq, hkv, E, EV, cap = 4, 8, 2, 64, 48, 70
-    lens = np.array([0, 17, 1, cap], np.int32)
-    q, k, v = draw(rng, (B, Hq, E), dt), draw(rng, (B, hkv, cap, E), dt), draw(rng, (B, hkv, cap, EV), dt)
-    if paged:
-        kp, vp, bt = _paged_from(k, v, 16, rng)
-        args = [dev(a, device) for a in (q, kp, vp, bt, lens)]
-        fn = F.paged_decode_attention
-    else:
-        args = [dev(a, device) for a in (q, k, v, lens)]
-        fn = F.decode_attention
+    q, k, v, lens, args, fn = _small_bf16_cache(191 + paged, [0, 17, 1, cap], paged, device)
     replay = device != "cpu"
     with override("decode_attention", **MANY_SPLITS, **settings):
         out = fn(*args)
