@@ -77,6 +77,10 @@ def cases(nbx, device: str = "cpu") -> dict:
     ids = t(np.array([[5]], np.int64))
     emb = r(1000, 64)
     dec, rope, app = fn("decode_attention"), fn("rotary_embedding"), fn("kv_cache_append")
+    from nbxtensor.quant import int4_linear, quantize_int4
+    w, wb, res = r(1024, 4096), r(1024), r(1, 1024)
+    qw, qs, qm = (t(a) for a in quantize_int4(rng.standard_normal((1024, 4096)).astype(np.float32), 32))
+    lin_out = nbx.empty(1, 1024, dtype=nbx.bfloat16, device=device)
     return {
         "add_384 (a + a)": lambda: small + small,
         "mul_4096": lambda: x * x,
@@ -97,6 +101,11 @@ def cases(nbx, device: str = "cpu") -> dict:
         "sum_all_4096 (x.sum())": lambda: x.sum(),
         "sum_dim_8x384 (h.sum(-1))": lambda: h.sum(-1),
         "amax_dim_8x400": lambda: wide.amax(dim=-1),
+        "linear_1x4096->1024": lambda: F.linear(x, w),
+        "linear_bias_residual": lambda: nbx.ops.matmul.linear(x, w, wb, residual=res),
+        "linear_out=": lambda: nbx.ops.matmul.linear(x, w, out=lin_out),
+        "int4_linear_1x4096->1024": lambda: int4_linear(x, qw, qs, qm, group_size=32),
+        "int4_linear_out=": lambda: int4_linear(x, qw, qs, qm, group_size=32, out=lin_out),
     }
 
 
