@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["Block", "Segment", "FREE", "ALLOCATED", "PENDING", "RETIRED", "ExternalBlock", "RawMemory",
+__all__ = ["Block", "Segment", "FREE", "ALLOCATED", "PENDING", "RETIRED", "QUICK", "ExternalBlock", "RawMemory",
            "RawOutOfMemory", "Allocator", "format_bytes"]
 
 
@@ -57,6 +57,7 @@ FREE = 0        # cached: in its pool's free list, may be reused
 ALLOCATED = 1   # held by a caller
 PENDING = 2     # returned, but another stream may still use it: waits for events before becoming FREE
 RETIRED = 3     # a caller's handle after its free; the memory belongs to another block object now
+QUICK = 4       # returned and kept whole (not merged) for a request of the same size; merged when needed
 
 
 class Block:
@@ -69,8 +70,10 @@ class Block:
         stream: handle of the stream the block was allocated for; only that stream reuses it.
         segment: the :class:`Segment` the block lies in.
         prev, next: neighbours in the segment (address order), for merging.
-        state: ``FREE``, ``ALLOCATED``, ``PENDING`` or ``RETIRED`` (a handle whose allocation was freed: it
-            stays retired even when the memory is reused, so use-after-free and double free are detected).
+        state: ``FREE``, ``ALLOCATED``, ``PENDING``, ``RETIRED`` (a handle whose allocation was freed: it
+            stays retired even when the memory is reused, so use-after-free and double free are detected) or
+            ``QUICK`` (returned, kept whole for the next request of its size on its stream; see
+            :mod:`nbxtensor.memory.caching`).
         stream_uses: other streams that used the block (:meth:`Allocator.record_stream`); reuse waits for them.
         alloc_id: sequence number of the allocation (unique per allocator), for traces and error messages.
     """
@@ -108,7 +111,7 @@ class Block:
         return self.ptr + self.size
 
     def __repr__(self) -> str:
-        state = ("cached", "allocated", "pending", "freed")[self.state]
+        state = ("cached", "allocated", "pending", "freed", "quick-cached")[self.state]
         return (f"Block(ptr=0x{self.ptr:x}, size={self.size}, requested={getattr(self, 'requested', 0)}, "
                 f"stream=0x{self.stream:x}, {state}, id={getattr(self, 'alloc_id', -1)})")
 

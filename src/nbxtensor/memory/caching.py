@@ -17,24 +17,34 @@ the same):
   allocated and reserved bytes. A failed call frees nothing the caller holds.
 - ``empty_cache`` returns wholly free segments to the device; ``allocated`` counts the rounded sizes of live
   blocks, ``reserved`` the segments held (PyTorch's ``memory_allocated``/``memory_reserved``).
+- **Quick reuse.** A freed block (with no other stream to wait for) is not merged at once: it is kept whole,
+  in state ``QUICK``, in a per-(pool, stream, size) list, and a later request of the same rounded size on the
+  same stream takes the most recently freed one (LIFO) with no split, merge or free-list search. Merging is
+  deferred, not dropped: a request that no quick block serves first merges every quick block of its (pool,
+  stream) with its free neighbours, then takes the best fit as above; ``empty_cache``, the out-of-memory retry
+  and :meth:`CachingAllocator.segments` merge every quick block first. So the memory numbers (allocated,
+  reserved, requested, allocation and segment counts, their peaks and totals) are exactly those of an
+  allocator that merges on free; what differs is which address a same-size request gets back (the block just
+  freed, where merge-then-best-fit could pick a lower address). PyTorch's allocator reuses a freed block of
+  the same size the same way: its best fit finds the exact-size block before any larger one.
 
 Every live allocation is recorded with its requested and rounded size: :meth:`CachingAllocator.find` answers
 which allocation contains an address (own blocks and registered foreign memory).
 
-The hot path (a request served from the cache, and its free) is written for host cost: one new block object
-per allocation, free-list updates by bisection, no per-call allocation of other objects.
+The hot path (a request served from the quick lists, and its free) is written for host cost: one new block
+object per allocation/free pair, two dict look-ups and a list pop/append, the lock taken once per call, no
+per-call allocation of other objects; statistics are written out inline.
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
 import operator
 import threading
 
 from .._errors import OutOfMemoryError, check
-from .allocator import (ALLOCATED, FREE, PENDING, RETIRED, Block, ExternalBlock, RawMemory, RawOutOfMemory, Segment,
-                        format_bytes)
+from .allocator import (ALLOCATED, FREE, PENDING, QUICK, RETIRED, Block, ExternalBlock, RawMemory, RawOutOfMemory,
+                        Segment, format_bytes)
 
 __all__ = ["CachingAllocator", "round_size", "segment_size", "MIN_BLOCK", "SMALL_SIZE", "SMALL_BUFFER",
            "LARGE_BUFFER", "MIN_LARGE_ALLOC", "ROUND_LARGE"]
@@ -120,8 +130,11 @@ class CachingAllocator:
         self._seg_ptrs: list[int] = []           # sorted segment addresses, for find()
         self._ext: dict[int, ExternalBlock] = {}
         self._pending: list[tuple[object, Block]] = []   # (event, pending block waiting for it)
-        self._ids = itertools.count()
+        self._nid = 0                            # the next allocation id
         self._total: int | None = None
+        self._limit = -1                         # requests up to this many bytes skip the checks (-1: not known)
+        self._qsmall: dict[int, dict[int, list[Block]]] = {}   # stream -> size -> QUICK small-pool blocks
+        self._qlarge: dict[int, dict[int, list[Block]]] = {}   # stream -> size -> QUICK large-pool blocks
         n = 3 * len(_KINDS)
         self._cur = [0] * n
         self._peak = [0] * n
@@ -144,6 +157,7 @@ class CachingAllocator:
     def _total_bytes(self) -> int:
         if self._total is None:
             self._total = self.raw.mem_get_info()[1]
+            self._limit = self._total
         return self._total
 
     def _freelist(self, small: bool, stream: int) -> _FreeList:
@@ -168,65 +182,26 @@ class CachingAllocator:
             nbxtensor.OutOfMemoryError: more than the device's total memory, or no room after releasing the
                 cache and retrying once (message: requested, free, total, allocated, reserved bytes).
         """
-        if type(nbytes) is not int:
-            check(not isinstance(nbytes, bool) and hasattr(type(nbytes), "__index__"),
-                  lambda: f"{self.name} malloc: nbytes must be an int, got {type(nbytes).__name__} {nbytes!r}",
-                  TypeError)
-            nbytes = operator.index(nbytes)
-        if nbytes < 0:
-            raise ValueError(f"{self.name} malloc: nbytes must be >= 0, got {nbytes}")
-        total = self._total
-        if total is None:
-            total = self._total_bytes()
-        if nbytes > total:
-            self.num_ooms += 1
-            raise OutOfMemoryError(self._oom_message(nbytes, "it exceeds the device's total memory"))
-        size = MIN_BLOCK if nbytes < MIN_BLOCK else (nbytes + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1)
-        small = size <= SMALL_SIZE
-        with self._lock:
+        if type(nbytes) is not int or nbytes < 0 or nbytes > self._limit:
+            nbytes = self._check_request(nbytes)
+        size = 512 if nbytes < 512 else (nbytes + 511) & -512          # round_size, written out
+        small = size <= 1048576                                          # SMALL_SIZE
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._deferred:
                 self._run_deferred()
             if self._pending and not self.capturing:
                 self._process_events()
-            # -- best fit from the cache ---------------------------------------------------------
-            fl = (self._fsmall if small else self._flarge).get(stream)
-            f = None
-            if fl is not None:
-                keys = fl.keys
-                i = bisect.bisect_left(keys, size << _SHIFT)
-                if i < len(keys):
-                    f = fl.blocks[keys[i] & _MASK]
-            if f is None:
-                f = self._new_segment(size, small, stream, nbytes)
-                fl = self._freelist(small, stream)
-                fl.add(f)
-                keys = fl.keys
-                i = bisect.bisect_left(keys, (f.size << _SHIFT) | f.ptr)
-            rest = f.size - size
-            if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
-                # Split: a new block takes the front; the cached block keeps the rest (re-keyed in place).
-                seg = f.segment
-                b = Block(f.ptr, size, stream, seg, f.prev, f, ALLOCATED)
-                if f.prev is None:
-                    seg.head = b
-                else:
-                    f.prev.next = b
-                f.prev = b
-                del keys[i]
-                blocks = fl.blocks
-                del blocks[f.ptr]
-                f.ptr += size
-                f.size = rest
-                bisect.insort(keys, (rest << _SHIFT) | f.ptr)
-                blocks[f.ptr] = f
-                seg.nblocks += 1
-            else:
-                del keys[i]
-                del fl.blocks[f.ptr]
-                b = f
+            qd = (self._qsmall if small else self._qlarge).get(stream)
+            if qd is not None and (lst := qd.get(size)):
+                b = lst.pop()                 # quick reuse: the block freed last of this size and stream
                 b.state = ALLOCATED
+            else:
+                b = self._best_fit(size, small, stream, nbytes, qd)
             b.requested = nbytes
-            b.alloc_id = next(self._ids)
+            b.alloc_id = i = self._nid
+            self._nid = i + 1
             # statistics, written out (this is the hot path): allocated bytes, requested bytes, allocations
             cur, peak = self._cur, self._peak
             bsize = b.size
@@ -255,8 +230,85 @@ class CachingAllocator:
             tot[0] += 1
             tot[4] += bsize
             if self.trace is not None:
-                self.trace.append(("alloc", b.alloc_id, nbytes, bsize, b.ptr, stream))
+                self.trace.append(("alloc", i, nbytes, bsize, b.ptr, stream))
+            return b
+        finally:
+            lock.release()
+
+    def _check_request(self, nbytes) -> int:
+        """``nbytes`` as an int after the checks of :meth:`malloc` (raises as documented there)."""
+        if type(nbytes) is not int:
+            check(not isinstance(nbytes, bool) and hasattr(type(nbytes), "__index__"),
+                  lambda: f"{self.name} malloc: nbytes must be an int, got {type(nbytes).__name__} {nbytes!r}",
+                  TypeError)
+            nbytes = operator.index(nbytes)
+        if nbytes < 0:
+            raise ValueError(f"{self.name} malloc: nbytes must be >= 0, got {nbytes}")
+        total = self._total
+        if total is None:
+            total = self._total_bytes()
+        if nbytes > total:
+            self.num_ooms += 1
+            raise OutOfMemoryError(self._oom_message(nbytes, "it exceeds the device's total memory"))
+        return nbytes
+
+    def _best_fit(self, size: int, small: bool, stream: int, nbytes: int, qd: dict | None) -> Block:
+        """The ALLOCATED block for a request no quick block serves: merge the quick blocks of (pool, stream)
+        (``qd``), take the smallest cached block that fits (split when the rest is big enough) or a new
+        segment. Caller holds the lock; statistics are the caller's."""
+        if qd:
+            self._merge_quick(qd)
+        fl = (self._fsmall if small else self._flarge).get(stream)
+        f = None
+        if fl is not None:
+            keys = fl.keys
+            i = bisect.bisect_left(keys, size << _SHIFT)
+            if i < len(keys):
+                f = fl.blocks[keys[i] & _MASK]
+        if f is None:
+            f = self._new_segment(size, small, stream, nbytes)
+            fl = self._freelist(small, stream)
+            fl.add(f)
+            keys = fl.keys
+            i = bisect.bisect_left(keys, (f.size << _SHIFT) | f.ptr)
+        rest = f.size - size
+        if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
+            # Split: a new block takes the front; the cached block keeps the rest (re-keyed in place).
+            seg = f.segment
+            b = Block(f.ptr, size, stream, seg, f.prev, f, ALLOCATED)
+            if f.prev is None:
+                seg.head = b
+            else:
+                f.prev.next = b
+            f.prev = b
+            del keys[i]
+            blocks = fl.blocks
+            del blocks[f.ptr]
+            f.ptr += size
+            f.size = rest
+            bisect.insort(keys, (rest << _SHIFT) | f.ptr)
+            blocks[f.ptr] = f
+            seg.nblocks += 1
+        else:
+            del keys[i]
+            del fl.blocks[f.ptr]
+            b = f
+            b.state = ALLOCATED
         return b
+
+    def _merge_quick(self, qd: dict) -> None:
+        """Make every quick block of ``qd`` (size -> blocks, of one pool and stream) free: merged with its free
+        neighbours and in its free list."""
+        for lst in qd.values():
+            for q in lst:
+                self._coalesce(q)
+        qd.clear()
+
+    def _merge_all_quick(self) -> None:
+        for d in (self._qsmall, self._qlarge):
+            for qd in d.values():
+                if qd:
+                    self._merge_quick(qd)
 
     def _new_segment(self, size: int, small: bool, stream: int, nbytes: int) -> Block:
         seg_bytes = segment_size(size)
@@ -302,10 +354,14 @@ class CachingAllocator:
             RuntimeError: ``block`` was already freed (double free), or is not a live block of this allocator;
                 nothing is changed then.
         """
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             self._free_locked(block)
             if self._deferred:
                 self._run_deferred()
+        finally:
+            lock.release()
 
     def release(self, block: Block) -> None:
         """Like :meth:`free`, for finalizers: never blocks and never raises. When the lock is busy (another
@@ -361,45 +417,25 @@ class CachingAllocator:
                 self._pending.append((self.raw.record_event(s), f))
                 f.pending += 1
             return
-        fl = (self._fsmall if small else self._flarge)[seg.stream]
-        keys, blocks = fl.keys, fl.blocks
-        if nxt is not None and nxt.state == FREE:
-            # absorb the freed bytes into the free block after them (and the one before, if free)
-            k = (nxt.size << _SHIFT) | nxt.ptr
-            del keys[bisect.bisect_left(keys, k)]
-            del blocks[nxt.ptr]
-            nxt.ptr = b.ptr
-            nxt.size += bsize
-            nxt.prev = prev
-            seg.nblocks -= 1
-            if prev is not None and prev.state == FREE:
-                fl.remove(prev)
-                nxt.ptr = prev.ptr
-                nxt.size += prev.size
-                pp = prev.prev
-                prev.prev = prev.next = None
-                nxt.prev = prev = pp
-                seg.nblocks -= 1
-            if prev is None:
-                seg.head = nxt
-            else:
-                prev.next = nxt
-            bisect.insort(keys, (nxt.size << _SHIFT) | nxt.ptr)
-            blocks[nxt.ptr] = nxt
-        elif prev is not None and prev.state == FREE:
-            k = (prev.size << _SHIFT) | prev.ptr
-            del keys[bisect.bisect_left(keys, k)]
-            prev.size += bsize
-            prev.next = nxt
-            if nxt is not None:
-                nxt.prev = prev
-            seg.nblocks -= 1
-            bisect.insort(keys, (prev.size << _SHIFT) | prev.ptr)
+        # Quick list: a new object stands for the memory, kept whole until reused or merged.
+        stream = seg.stream
+        q = Block(b.ptr, bsize, stream, seg, prev, nxt, QUICK)
+        if prev is None:
+            seg.head = q
         else:
-            f = Block(b.ptr, bsize, b.stream, seg, prev, nxt)
-            self._link(f, seg)
-            bisect.insort(keys, (bsize << _SHIFT) | f.ptr)
-            blocks[f.ptr] = f
+            prev.next = q
+        if nxt is not None:
+            nxt.prev = q
+        d = self._qsmall if small else self._qlarge
+        qd = d.get(stream)
+        if qd is None:
+            d[stream] = {bsize: [q]}
+        else:
+            lst = qd.get(bsize)
+            if lst is None:
+                qd[bsize] = [q]
+            else:
+                lst.append(q)
 
     @staticmethod
     def _link(f: Block, seg: Segment) -> None:
@@ -411,7 +447,7 @@ class CachingAllocator:
             f.next.prev = f
 
     def _coalesce(self, f: Block) -> None:
-        """Make pending block ``f`` free: merge it with free neighbours and cache it."""
+        """Make pending or quick block ``f`` free: merge it with free neighbours and cache it."""
         seg = f.segment
         fl = self._freelist(seg.small, seg.stream)
         p = f.prev
@@ -461,6 +497,7 @@ class CachingAllocator:
     # -- cache release ------------------------------------------------------------------------------
     def _release_cached(self) -> None:
         """Return every wholly free segment to the device (waiting first for pending blocks' events)."""
+        self._merge_all_quick()
         if self._pending:
             self.raw.synchronize()
             self._process_events()
@@ -549,7 +586,8 @@ class CachingAllocator:
         check(ptr >= 0 and nbytes >= 0, lambda: f"{self.name} register_external: ptr and nbytes must be >= 0, got "
               f"ptr=0x{ptr:x}, nbytes={nbytes}", ValueError)
         with self._lock:
-            e = ExternalBlock(ptr, nbytes, owner, next(self._ids), self.device_index, readonly, self)
+            e = ExternalBlock(ptr, nbytes, owner, self._nid, self.device_index, readonly, self)
+            self._nid += 1
             self._ext[e.alloc_id] = e
         return e
 
@@ -607,8 +645,10 @@ class CachingAllocator:
             return out
 
     def segments(self) -> list[tuple[int, int, bool, int, int]]:
-        """``(ptr, size, small_pool, stream, blocks)`` of every segment held, by address."""
+        """``(ptr, size, small_pool, stream, blocks)`` of every segment held, by address (quick blocks are merged
+        first, so ``blocks`` counts the pieces an allocator merging on free would have)."""
         with self._lock:
+            self._merge_all_quick()
             return sorted((s.ptr, s.size, s.small, s.stream, s.nblocks) for s in self._segments.values())
 
     def live_blocks(self) -> list[Block]:
