@@ -347,3 +347,248 @@ def test_no_event_is_queried_while_a_capture_is_under_way(alloc, raw):
     alloc.capturing = 0
     alloc.malloc(4096, stream=1)
     assert len(queried) == 1 and alloc.memory_stats()["pending_frees"] == 0
+
+
+# -- quick reuse: a freed block kept whole for the next request of its size ---------------------------------------
+def _stats(alloc):
+    s = alloc.memory_stats()
+    return {k: v for k, v in s.items() if not k.startswith(("external", "pending"))}
+
+
+def test_a_freed_block_is_reused_whole_by_the_next_request_of_its_size(alloc, raw):
+    a, b = alloc.malloc(4096), alloc.malloc(4096)
+    keep = alloc.malloc(512)                  # keeps a and b from merging with the segment's free rest
+    alloc.free(a)
+    alloc.free(b)
+    c = alloc.malloc(4000)                    # same rounded size: the block freed last, not merged with a's
+    assert c.ptr == b.ptr and c.size == 4096 and c is not b and b.freed and c.allocated
+    d = alloc.malloc(4096)
+    assert d.ptr == a.ptr and len(raw.calls) == 1
+    assert alloc.find(d.ptr + 100) is d and keep.allocated
+
+
+def test_statistics_through_quick_reuse_read_as_without_it(alloc):
+    a = alloc.malloc(4000)
+    after_first = _stats(alloc)
+    alloc.free(a)
+    b = alloc.malloc(3900)                    # quick reuse of a's memory
+    s = _stats(alloc)
+    assert b.ptr == a.ptr and b.requested == 3900
+    assert s["allocated_bytes.all.current"] == s["allocated_bytes.small_pool.current"] == 4096 == alloc.allocated
+    assert s["requested_bytes.all.current"] == 3900 and s["requested_bytes.all.peak"] == 4000
+    assert s["allocation.all.current"] == s["allocation.small_pool.current"] == 1
+    assert s["allocation.all.allocated"] == 2 and s["allocation.all.freed"] == 1
+    assert s["allocated_bytes.all.allocated"] == 8192 and s["allocated_bytes.all.freed"] == 4096
+    for k in ("reserved_bytes.all.current", "segment.all.current", "allocated_bytes.all.peak", "allocation.all.peak",
+              "segment.all.allocated"):
+        assert s[k] == after_first[k], k
+    alloc.free(b)
+    assert alloc.allocated == 0 and alloc.memory_stats()["requested_bytes.all.current"] == 0
+
+
+def test_a_request_no_quick_block_serves_merges_them_first(alloc, raw):
+    a = alloc.malloc(4096)
+    alloc.free(a)
+    b = alloc.malloc(8192)                    # another size: a's block is merged back, then best fit from the front
+    assert b.ptr == a.ptr and len(raw.calls) == 1
+    assert alloc.segments() == [(a.ptr, SMALL_BUFFER, True, 0, 2)]
+    # quick blocks that together fit a bigger request: merged, no new segment
+    xs = [alloc.malloc(256 * 1024) for _ in range(4)]
+    alloc.free(b)
+    for x in xs:
+        alloc.free(x)
+    y = alloc.malloc(SMALL_SIZE)
+    assert y.ptr == a.ptr and raw.calls == [("malloc", SMALL_BUFFER)]
+
+
+def test_quick_blocks_are_kept_per_stream_and_pool(alloc, raw):
+    a = alloc.malloc(4096, stream=1)
+    alloc.free(a)
+    b = alloc.malloc(8192, stream=0)          # another stream: neither reuses nor merges stream 1's block
+    assert b.segment is not a.segment
+    assert alloc.malloc(4096, stream=1).ptr == a.ptr
+    x = alloc.malloc(5 * MiB)                 # large pool: quick reuse too
+    alloc.free(x)
+    assert alloc.malloc(5 * MiB).ptr == x.ptr
+    big = alloc.live_blocks()[-1]
+    alloc.free(big)
+    s = alloc.malloc(100, stream=0)           # a small request does not merge the large pool's quick block
+    assert not (big.ptr <= s.ptr < big.ptr + big.size)
+    z = alloc.malloc(3 * MiB)                 # a large miss merges it: cut from the front of its segment
+    assert z.ptr == x.ptr and alloc.memory_stats()["segment.large_pool.current"] == 1
+
+
+def test_empty_cache_releases_quick_blocks_of_every_stream_and_pool(alloc, raw):
+    blocks = [alloc.malloc(n, stream=s) for s in (0, 1, 5) for n in (100, 4096, 300_000, 3 * MiB, 11 * MiB)]
+    for b in blocks:
+        alloc.free(b)
+    assert alloc.reserved == sum(raw.live.values()) > 0
+    alloc.empty_cache()
+    assert alloc.reserved == 0 and raw.live == {} and alloc.segments() == []
+    assert alloc.memory_stats()["segment.all.freed"] == alloc.memory_stats()["segment.all.allocated"]
+
+
+def test_out_of_memory_retry_releases_quick_blocks():
+    raw = FakeRaw(capacity=20 * MiB)
+    alloc = CachingAllocator(raw, "fake:0")
+    a = alloc.malloc(4096)                    # 2 MiB small segment
+    alloc.free(a)                             # quick-cached, whole segment once merged
+    y = alloc.malloc(19 * MiB)                # a 20 MiB segment: raw fails, the cache is released, retry fits
+    assert y.allocated and alloc.memory_stats()["num_alloc_retries"] == 1
+    assert alloc.reserved == 20 * MiB and ("free", a.ptr) in raw.calls
+
+
+def test_pending_blocks_and_quick_neighbours_merge_in_any_order(alloc, raw):
+    a, b, c = (alloc.malloc(4096, stream=1) for _ in range(3))
+    alloc.record_stream(b, 2)
+    alloc.free(a)
+    alloc.free(c)
+    alloc.free(b)                             # pending on stream 2's event, between two quick blocks
+    assert alloc.segments()[0][4] == 3 and alloc.memory_stats()["pending_frees"] == 1   # no merge across b yet
+    raw.complete(2)
+    d = alloc.malloc(12288, stream=1)         # b freed by its event, then the quick blocks merged around it
+    assert d.ptr == a.ptr and alloc.memory_stats()["pending_frees"] == 0
+
+
+def test_freed_handles_of_quick_blocks_are_refused_and_not_found(alloc):
+    a = alloc.malloc(1000)
+    alloc.free(a)
+    assert alloc.find(a.ptr) is None and "freed" in repr(a)
+    before = alloc.memory_stats()
+    with pytest.raises(RuntimeError, match="double free"):
+        alloc.free(a)
+    alloc.release(a)                          # a finalizer's late release is ignored
+    assert alloc.memory_stats() == before
+    b = alloc.malloc(1000)
+    assert b.ptr == a.ptr and a.freed and alloc.find(a.ptr) is b
+
+
+def test_trace_through_quick_reuse(alloc):
+    alloc.trace = []
+    a = alloc.malloc(100)
+    alloc.free(a)
+    b = alloc.malloc(200)
+    assert b.ptr == a.ptr and b.alloc_id == a.alloc_id + 1
+    assert alloc.trace == [("alloc", a.alloc_id, 100, 512, a.ptr, 0), ("free", a.alloc_id),
+                           ("alloc", b.alloc_id, 200, 512, a.ptr, 0)]
+
+
+def _check_structure(alloc, raw, held):
+    """Every segment is an exact chain of blocks; free blocks are merged and in their free list with the right
+    key; quick blocks are in their quick list; the live blocks are exactly ``held``."""
+    from nbxtensor.memory.allocator import ALLOCATED, FREE, PENDING, QUICK
+    from nbxtensor.memory.caching import _SHIFT
+    assert sorted(alloc._segments) == alloc._seg_ptrs == sorted(raw.live)
+    nfree = nquick = 0
+    live = []
+    for sp in alloc._seg_ptrs:
+        seg = alloc._segments[sp]
+        assert raw.live[sp] == seg.size
+        b, pos, prev, n = seg.head, seg.ptr, None, 0
+        while b is not None:
+            assert b.ptr == pos and b.segment is seg and b.prev is prev and b.stream == seg.stream and b.size > 0
+            assert b.state in (FREE, ALLOCATED, PENDING, QUICK)
+            if b.state == FREE:
+                assert not (prev is not None and prev.state == FREE), "two adjacent free blocks"
+                fl = (alloc._fsmall if seg.small else alloc._flarge)[seg.stream]
+                assert fl.blocks[b.ptr] is b and ((b.size << _SHIFT) | b.ptr) in fl.keys
+                nfree += 1
+            elif b.state == QUICK:
+                qd = (alloc._qsmall if seg.small else alloc._qlarge)[seg.stream]
+                assert any(q is b for q in qd[b.size])
+                nquick += 1
+            elif b.state == ALLOCATED:
+                live.append(b)
+            pos, prev, n = pos + b.size, b, n + 1
+            b = b.next
+        assert pos == seg.ptr + seg.size and n == seg.nblocks
+    assert nfree == sum(len(fl.keys) for d in (alloc._fsmall, alloc._flarge) for fl in d.values())
+    assert nfree == sum(len(fl.blocks) for d in (alloc._fsmall, alloc._flarge) for fl in d.values())
+    assert nquick == sum(len(v) for d in (alloc._qsmall, alloc._qlarge) for qd in d.values() for v in qd.values())
+    assert sorted(map(id, live)) == sorted(map(id, held))
+
+
+_SIZES = st.one_of(st.sampled_from([0, 1, 512, 4000, 4096, 8192, 100_000, SMALL_SIZE, SMALL_SIZE + 1, 3 * MiB,
+                                    11 * MiB]), st.integers(0, 12 * MiB))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("mmmmfffrcepsq"), _SIZES, st.integers(0, 2), st.integers(0, 10 ** 6)),
+                max_size=80))
+def test_random_sequences_with_streams_events_and_queries_keep_every_invariant(ops):
+    """m malloc, f free, r record_stream, c complete events, e empty_cache, p probe (a request of a cached
+    block's size reuses memory: no new segment), s segments(), q find(). After every step: the block structure
+    (_check_structure) and memory_stats against a model of the live blocks (currents, peaks, totals)."""
+    raw = FakeRaw(capacity=1 << 34)
+    alloc = CachingAllocator(raw)
+    held = []
+    peak = {"a": 0, "q": 0, "n": 0, "as": 0, "al": 0}
+    nalloc = nfree = 0
+
+    def model(blocks):
+        cur = {"a": sum(b.size for b in blocks), "q": sum(b.requested for b in blocks), "n": len(blocks),
+               "as": sum(b.size for b in blocks if b.segment.small),
+               "al": sum(b.size for b in blocks if not b.segment.small)}
+        for k in peak:
+            peak[k] = max(peak[k], cur[k])
+        return cur
+    for op, size, stream, pick in ops:
+        if op == "m" or (op in "fr" and not held):
+            held.append(alloc.malloc(size, stream=stream))
+            nalloc += 1
+        elif op == "f":
+            alloc.free(held.pop(pick % len(held)))
+            nfree += 1
+        elif op == "r":
+            alloc.record_stream(held[pick % len(held)], (stream + 1) % 3)
+        elif op == "c":
+            raw.complete(stream)
+        elif op == "e":
+            alloc.empty_cache()
+        elif op == "p":
+            from nbxtensor.memory.allocator import FREE, QUICK
+            cached = [b for sp in alloc._seg_ptrs for b in _chain(alloc._segments[sp]) if b.state in (FREE, QUICK)]
+            if cached:
+                b = cached[pick % len(cached)]
+                n = b.size if not b.segment.small else min(b.size, SMALL_SIZE)
+                ncalls = len(raw.calls)
+                x = alloc.malloc(n, stream=b.stream)
+                assert len(raw.calls) == ncalls, "cached memory was not reusable"
+                model(held + [x])
+                alloc.free(x)
+                nalloc += 1
+                nfree += 1
+        elif op == "s":
+            assert sum(s[1] for s in alloc.segments()) == alloc.reserved
+        elif op == "q" and held:
+            b = held[pick % len(held)]
+            assert alloc.find(b.ptr + pick % b.size) is b
+        _check_structure(alloc, raw, held)
+        live = sorted(held, key=lambda b: b.ptr)
+        for x, y in zip(live, live[1:]):
+            assert x.ptr + x.size <= y.ptr                           # no overlap
+        cur = model(held)
+        s = alloc.memory_stats()
+        assert (s["allocated_bytes.all.current"], s["allocated_bytes.all.peak"]) == (cur["a"], peak["a"])
+        assert (s["requested_bytes.all.current"], s["requested_bytes.all.peak"]) == (cur["q"], peak["q"])
+        assert (s["allocation.all.current"], s["allocation.all.peak"]) == (cur["n"], peak["n"])
+        assert (s["allocated_bytes.small_pool.current"], s["allocated_bytes.small_pool.peak"]) == (cur["as"], peak["as"])
+        assert (s["allocated_bytes.large_pool.current"], s["allocated_bytes.large_pool.peak"]) == (cur["al"], peak["al"])
+        assert s["allocation.all.allocated"] == nalloc and s["allocation.all.freed"] == nfree
+        assert s["reserved_bytes.all.current"] == sum(raw.live.values()) == alloc.reserved
+        assert s["segment.all.current"] == len(raw.live)
+    for b in held:
+        alloc.free(b)
+    raw.complete()
+    alloc.free(alloc.malloc(1))                                   # a call that collects the completed events
+    _check_structure(alloc, raw, [])
+    assert all(n == 1 for *_, n in alloc.segments())              # every free byte merged back
+    alloc.empty_cache()
+    assert alloc.reserved == 0 and raw.live == {} and alloc.allocated == 0
+
+
+def _chain(seg):
+    b = seg.head
+    while b is not None:
+        yield b
+        b = b.next
