@@ -32,7 +32,8 @@ from ..device.cuda import stream as S
 from ..device.cuda.backend import CudaStorage, find_allocation
 from .triton_compat import INTERPRET
 
-__all__ = ["launch", "KernelSignature", "signature_of", "validate", "cache_info", "clear_cache", "arg_spec"]
+__all__ = ["launch", "KernelSignature", "signature_of", "validate", "cache_info", "clear_cache", "arg_spec",
+           "c_fast_path"]
 
 _MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 
@@ -178,6 +179,12 @@ _hits = 0
 _stats = {"misses": 0}
 _ctx_tls = C._tls
 _stream_tls = S._tls
+# The C fast path (runtime/_fastlaunch.c through runtime/fastlaunch.py), bound at the first launch through Triton:
+# it reads the names above from this module's globals on every launch, computes the key this module computes,
+# and on a hit makes the call the Python fast path below makes. None: the Python fast path (no compiler, or off).
+_FAST = None
+_PYPATH = None      # its answer "take the Python path" (anything it does not handle exactly as Python does)
+_c_wanted = True
 
 
 class _NeverIdle:
@@ -186,12 +193,43 @@ class _NeverIdle:
 
 def cache_info() -> dict:
     """``{"entries": ..., "hits": ..., "misses": ...}`` of the compiled-kernel cache."""
-    return {"entries": len(_cache), "hits": _hits, **_stats}
+    from . import fastlaunch
+    m = fastlaunch._state["module"]
+    return {"entries": len(_cache), "hits": _hits + (m.hits() if m is not None else 0), **_stats}
 
 
 def clear_cache() -> None:
     """Forget every cached compiled kernel (Triton's own caches are kept)."""
     _cache.clear()
+
+
+def c_fast_path(enabled: bool | None = None) -> bool:
+    """Whether cached launches take the C fast path (``runtime/_fastlaunch.c``); the build's outcome is in
+    :func:`nbxtensor.runtime.fastlaunch.status`.
+
+    Args:
+        enabled: ``True`` builds it now if needed (once per process) and turns it on; ``False`` turns it off (the
+            pure-Python fast path: the same keys and the same calls, for comparison and tests); ``None`` only asks.
+
+    Returns:
+        True when launches take the C path from now on.
+    """
+    global _FAST, _PYPATH, _c_wanted
+    if enabled is not None:
+        _c_wanted = bool(enabled)
+        _FAST = None
+        if _c_wanted:
+            _bind_fast()
+    return _FAST is not None
+
+
+def _bind_fast() -> None:
+    global _FAST, _PYPATH
+    from . import fastlaunch
+    m = fastlaunch.load()
+    if m is not None and _c_wanted:
+        m.bind(globals())
+        _FAST, _PYPATH = m.fast, m.PYTHON_PATH
 
 
 def _grid3(grid, sig, call_args, tail):
@@ -245,6 +283,7 @@ def _slow(kernel, sig, grid, i, args, meta, key):
         # Triton 3.6 keeps hooks in HookChain objects; other forms (None, a function) always take Triton's path
         _ENTER = e if hasattr(e, "calls") else _NeverIdle()
         _EXIT = x if hasattr(x, "calls") else _NeverIdle()
+        _bind_fast()
     targs = []
     for a in args:
         st = _storage_of(a)
@@ -310,6 +349,14 @@ def launch(kernel, grid, dev, args, meta, planned=None):
         raise RuntimeError("launch: CUDA tensors cannot run under the interpreter tier (NBX_TRITON_INTERPRET=1 runs "
                            "kernels on CPU tensors); move the tensors to the CPU or unset the variable")
     i = dev.index
+    f = _FAST
+    if f is not None:   # the C fast path: None when it launched, the key on a miss, _PYPATH for the code below
+        r = f(kernel, i, grid, args, planned, meta)
+        if r is None:
+            return
+        if r is not _PYPATH:
+            _slow(kernel, signature_of(kernel), grid, i, _full(args, planned), meta, r)
+            return
     key = [id(kernel), i]
     call = []
     kadd = key.append
