@@ -206,6 +206,24 @@ INT4_SPLIT = [
     _v("split P4 k512", programs_per_sm=4, MIN_K_SPLIT=512),
     _v("split P12 k512", programs_per_sm=12, MIN_K_SPLIT=512),
 ]
+# Phase int4-tc (session 5): the tensor-core kernel (quant/int4_tc.py, config key TC): codes decoded in inline PTX
+# (2 instructions per packed byte) into wgmma/mma operands against a block-diagonal x (one column per group of a
+# chunk), group scales applied to the product. sm_90 compiles (group 32, M 1, loop instructions per packed byte):
+# BLOCK_N 64 / 16 columns / 4 warps 6.3 (99 KB shared), 1 stage 6.0 (82 KB); BLOCK_N 128 / 8 warps 5.5 (180 KB);
+# 8 columns 7.3-7.6 (mma.sync, 45-86 KB).
+INT4_TC = [
+    _v("table"),
+    _v("tc n64 c16 w4 s2", TC=True, BLOCK_N=64, TC_COLS=16, num_warps=4, num_stages=2, programs_per_sm=2),
+    _v("tc n64 c16 w4 s1", TC=True, BLOCK_N=64, TC_COLS=16, num_warps=4, num_stages=1, programs_per_sm=2),
+    _v("tc n128 c16 w8 s2", TC=True, BLOCK_N=128, TC_COLS=16, num_warps=8, num_stages=2, programs_per_sm=1),
+    _v("tc n64 c8 w4 s2", TC=True, BLOCK_N=64, TC_COLS=8, num_warps=4, num_stages=2, programs_per_sm=4),
+    _v("tc n128 c8 w8 s2", TC=True, BLOCK_N=128, TC_COLS=8, num_warps=8, num_stages=2, programs_per_sm=2),
+    _v("tc n64 c16 w4 s2 P4", TC=True, BLOCK_N=64, TC_COLS=16, num_warps=4, num_stages=2, programs_per_sm=4),
+    _v("tc n64 c8 w4 s3 P2", TC=True, BLOCK_N=64, TC_COLS=8, num_warps=4, num_stages=3, programs_per_sm=2),
+    _v("tc n128 c16 w8 s1", TC=True, BLOCK_N=128, TC_COLS=16, num_warps=8, num_stages=1, programs_per_sm=1),
+    _v("tc n64 c16 w4 noasm", TC=True, BLOCK_N=64, TC_COLS=16, num_warps=4, num_stages=2, programs_per_sm=2,
+       TC_ASM=False),
+]
 # Phase 5 (gemv, 2 <= M <= 8: tl.dot with M padded to 16; the table multiplies x @ w^T, DOT_T w @ x^T).
 MROW = [
     _v("table"),
@@ -216,10 +234,12 @@ MROW = [
 ]
 PHASES = [("gemv", "gemv", GEMV_KERNEL, 0.38), ("gemv-split", "gemv", GEMV_SPLIT, 0.48),
           ("int4", "int4_gemv", INT4_KERNEL, 0.82), ("int4-split", "int4_gemv", INT4_SPLIT, 0.92),
+          ("int4-tc", "int4_gemv", INT4_TC, 0.97),
           ("mrow", "gemv", MROW, 1.0)]
 SMOKE_VARIANTS = {"table", "n4 k256 u4 pf", "n8 k256 u4 w8", "n4 k256 u4 ef", "split P8", "n8 k1024 w4 asm",
                   "n16 k1024 w4", "n8 k1024 exact-q", "split P6", "dot_t n64 k128", "persist4", "persist4 n8 w8",
-                  "w n16 k1024 w4", "w n32 k1024 w8", "w n16 k1024 w4 st3"}
+                  "w n16 k1024 w4", "w n32 k1024 w8", "w n16 k1024 w4 st3", "tc n64 c16 w4 s2",
+                  "tc n64 c8 w4 s2"}
 
 CSV_COLUMNS = ["run_id", "phase", "variant", "settings", "shape", "M", "K", "N", "grid", "status", "check",
                "max_excess", "p20_us", "p50_us", "p80_us", "reps", "bytes", "gbps", "pct_4800", "call_p50_us",
@@ -454,7 +474,7 @@ def main(argv=None) -> int:
                         times = bench(lambda: MM.launch(k_, g_, *a_, **m_))
                     else:
                         times = bench(c.call)
-                    if name == "table" and phase in ("gemv", "int4", "mrow"):
+                    if name == "table" and phase in ("gemv", "int4", "int4-tc", "mrow"):
                         row["host_us_call"] = SC.host_cost_us(nbx, c.call, dev, host_n)
                         if c.handle is not None:
                             row["host_us_handle"] = SC.host_cost_us(nbx, c.handle, dev, host_n)

@@ -81,6 +81,7 @@ from ..runtime.configs import _OVERRIDES, launch_config
 from ..runtime.launcher import interpreting
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
+from .int4_tc import launch_int4_gemv_tc, tc_eligible
 
 __all__ = ["GROUP_SIZES", "SCALE_DTYPES", "pack_int4", "unpack_int4", "quantize_int4", "dequantize_oracle",
            "int4_linear_oracle", "int4_linear", "int4_dequantize", "QuantLinear"]
@@ -594,6 +595,9 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
     G = group_size
     NG = K // G
     cfg = launch_config("int4_gemv", dev, dtypes=(x.dtype,), rows=N, group=G)
+    if tc_eligible(x, cfg):   # the tensor-core kernel (quant/int4_tc.py)
+        launch_int4_gemv_tc(x, qweight, scales, mins, bias, out, G, cfg, activation, residual)
+        return
     bn = cfg["BLOCK_N"]
     ngc = max(1, cfg["BLOCK_K"] // G)  # groups per step
     check(ngc & (ngc - 1) == 0, lambda: f"int4_gemv config: BLOCK_K / group_size must be a power of two, got "
