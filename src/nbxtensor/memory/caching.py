@@ -7,7 +7,8 @@ the same):
   come from the *small pool*, cut from 2 MiB segments; larger ones from the *large pool*, cut from 20 MiB
   segments when under 10 MiB, else from a segment of the request rounded up to 2 MiB.
 - **Split and merge.** A cached block bigger than the request is split when the rest is at least 512 bytes
-  (small pool) or more than 1 MiB (large pool); freeing a block merges it with free neighbours of its segment.
+  (small pool) or more than 1 MiB (large pool); freeing a block merges it with free neighbours of its segment
+  (deferred: see *Quick reuse*).
   Best fit: the smallest cached block that is large enough (ties: lowest address).
 - **Streams.** A block is reused only by allocations on the stream it was allocated for (work on one stream is
   ordered, so no synchronisation is needed). A block used by another stream (:meth:`record_stream`) is reused
@@ -21,12 +22,14 @@ the same):
   in state ``QUICK``, in a per-(pool, stream, size) list, and a later request of the same rounded size on the
   same stream takes the most recently freed one (LIFO) with no split, merge or free-list search. Merging is
   deferred, not dropped: a request that no quick block serves first merges every quick block of its (pool,
-  stream) with its free neighbours, then takes the best fit as above; ``empty_cache``, the out-of-memory retry
-  and :meth:`CachingAllocator.segments` merge every quick block first. So the memory numbers (allocated,
-  reserved, requested, allocation and segment counts, their peaks and totals) are exactly those of an
-  allocator that merges on free; what differs is which address a same-size request gets back (the block just
-  freed, where merge-then-best-fit could pick a lower address). PyTorch's allocator reuses a freed block of
-  the same size the same way: its best fit finds the exact-size block before any larger one.
+  stream) with its free neighbours, then takes the best fit as above (so it is served exactly as by an
+  allocator that merges on free); ``empty_cache``, the out-of-memory retry and
+  :meth:`CachingAllocator.segments` merge every quick block first. The statistics keep PyTorch's meanings
+  (``allocated`` counts live blocks, ``reserved`` the segments held; a quick block is cached memory, neither
+  live nor a segment of its own). What differs from merging on free is only which block a same-size request
+  gets back (the one freed last, where merge-then-best-fit could pick a lower address), so the layout, and
+  with it when a later request needs a new segment, can differ. PyTorch's allocator also hands a request a
+  cached block of exactly its size when one exists (its best fit finds the exact size first).
 
 Every live allocation is recorded with its requested and rounded size: :meth:`CachingAllocator.find` answers
 which allocation contains an address (own blocks and registered foreign memory).
@@ -254,8 +257,9 @@ class CachingAllocator:
 
     def _best_fit(self, size: int, small: bool, stream: int, nbytes: int, qd: dict | None) -> Block:
         """The ALLOCATED block for a request no quick block serves: merge the quick blocks of (pool, stream)
-        (``qd``), take the smallest cached block that fits (split when the rest is big enough) or a new
-        segment. Caller holds the lock; statistics are the caller's."""
+        (``qd``), then the smallest free block that fits (split when the rest is big enough), else a new
+        segment: what an allocator merging on free would do. Caller holds the lock; statistics are the
+        caller's."""
         if qd:
             self._merge_quick(qd)
         fl = (self._fsmall if small else self._flarge).get(stream)
@@ -299,9 +303,39 @@ class CachingAllocator:
     def _merge_quick(self, qd: dict) -> None:
         """Make every quick block of ``qd`` (size -> blocks, of one pool and stream) free: merged with its free
         neighbours and in its free list."""
+        fl = None
         for lst in qd.values():
-            for q in lst:
-                self._coalesce(q)
+            for f in lst:                 # _coalesce, written out
+                seg = f.segment
+                if fl is None:            # every block of qd is in one pool and stream: one free list
+                    fl = self._freelist(seg.small, seg.stream)
+                    keys, blocks = fl.keys, fl.blocks
+                p = f.prev
+                if p is not None and p.state == FREE:
+                    del keys[bisect.bisect_left(keys, (p.size << _SHIFT) | p.ptr)]
+                    del blocks[p.ptr]
+                    f.ptr = p.ptr
+                    f.size += p.size
+                    f.prev = pp = p.prev
+                    p.prev = p.next = None
+                    seg.nblocks -= 1
+                    if pp is None:
+                        seg.head = f
+                    else:
+                        pp.next = f
+                n = f.next
+                if n is not None and n.state == FREE:
+                    del keys[bisect.bisect_left(keys, (n.size << _SHIFT) | n.ptr)]
+                    del blocks[n.ptr]
+                    f.size += n.size
+                    f.next = nn = n.next
+                    n.prev = n.next = None
+                    seg.nblocks -= 1
+                    if nn is not None:
+                        nn.prev = f
+                f.state = FREE
+                bisect.insort(keys, (f.size << _SHIFT) | f.ptr)
+                blocks[f.ptr] = f
         qd.clear()
 
     def _merge_all_quick(self) -> None:
