@@ -2,7 +2,7 @@
 
 Each case is built once, run once to compile, then run ``--reps`` times. Under ``ncu`` the kernels of interest
 can be picked with ``-k regex:...``. Cases: ``gemv`` (bf16 1x4096->14336 and 1x14336->4096), ``int4`` (Q4_1-style
-4096x14336, the table kernel and the WORD_DECODE kernel), ``decode`` (decode attention, bf16, head dim 128, 32
+4096x14336, the table kernel, the WORD_DECODE kernel and the tensor-core kernel TC), ``decode`` (decode attention, bf16, head dim 128, 32
 query heads over 4 kv heads, batch 8, 32k context), ``argmax`` (max with indices over rows of 8192 bf16),
 ``cols`` (sum over dim 0 of 32768x8192 bf16), ``layer_norm`` (bf16 32768x8192).
 
@@ -47,7 +47,10 @@ def cases(dev: str) -> dict:
             with override("int4_gemv", WORD_DECODE=True, BLOCK_N=16, BLOCK_K=1024, num_warps=4,
                           EVICT_W="evict_first"):
                 return int4_linear(x, q, s, mn, group_size=32)
-        return [lambda: int4_linear(x, q, s, mn, group_size=32), word]
+        def tc():
+            with override("int4_gemv", TC=True, BLOCK_N=64, TC_COLS=8, num_warps=4, num_stages=2, programs_per_sm=4):
+                return int4_linear(x, q, s, mn, group_size=32)
+        return [lambda: int4_linear(x, q, s, mn, group_size=32), word, tc]
 
     def decode():
         B, Hq, Hk, L, D = 8, 32, 4, 32768, 128
