@@ -14,8 +14,10 @@ Rows (each with p20/p50/p80 over repeated batches, and a target where the issue 
   when large; and the driver's own pageable copy), and pinned memory. Target (pinned) >= 20 GB/s.
 - ``d2d.memcpy`` and ``d2d.triton_copy``: device copy bandwidth counting bytes read + written, against the
   card's datasheet figure (benchmarks/peaks.json; H200: 4.8 TB/s). Target >= 85 %.
-- ``alloc.cached_malloc_free``: one ``malloc`` + ``free`` pair of the caching allocator served from the cache;
-  ``alloc.storage_alloc_free``: the same through the backend (``Storage`` creation and its finalizer).
+- ``alloc.cached_malloc_free``: one ``malloc`` + ``free`` pair of the caching allocator served from the cache
+  (its quick reuse path); ``alloc.mixed_sizes_8`` / ``alloc.alternating_sizes``: per pair, eight sizes held
+  together / two sizes that always miss the quick lists (benchmarks/alloc_proxy.py runs the same cases with no
+  GPU); ``alloc.storage_alloc_free``: one pair through the backend (``Storage`` creation and its finalizer).
   Target < 5 us.
 
 Timing: host costs with ``time.perf_counter`` over batches (the GPU work queued is tiny, so the queue never
@@ -239,11 +241,12 @@ def bench_d2d(rows, quick, peak_gbps):
 
 def bench_alloc(rows, quick):
     calls, batches = (2000, 5) if quick else (20000, 15)
-    al = B.allocator(0)
-    for _ in range(10):
-        al.free(al.malloc(4096))
-    rows.append(("alloc.cached_malloc_free", per_call_us(lambda: al.free(al.malloc(4096)), calls, batches), "us",
-                 ("<", 5.0), "CachingAllocator.malloc(4096) + free, served from the cache"))
+    from alloc_proxy import WARM, alloc_cases   # the same cases benchmarks/alloc_proxy.py times with no GPU
+    for name, (fn, pairs, detail) in alloc_cases(B.allocator(0)).items():
+        for _ in range(WARM):
+            fn()
+        vals = [v / pairs for v in per_call_us(fn, max(1, calls // pairs), batches)]
+        rows.append((f"alloc.{name}", vals, "us", ("<", 5.0) if name == "cached_malloc_free" else None, detail))
     be, dev = B.cuda_backend, Device("cuda", 0)
     rows.append(("alloc.storage_alloc_free", per_call_us(lambda: be.allocate(4096, dev), calls, batches), "us",
                  ("<", 5.0), "CudaBackend.allocate(4096) and the Storage's release when it is dropped"))
