@@ -20,6 +20,12 @@ Usage::
 Columns: ``us/call`` (thread CPU time, best of 20 repeats of calls/20: the machine may be shared), ``nbx calls``
 (calls of functions under ``nbxtensor/`` per op call, from cProfile), ``py calls`` (all Python-level calls
 cProfile counts, builtins included).
+
+The null tier also prints the ``launch.*`` rows: the CUDA launcher's fast path itself (``launcher.launch``,
+``launcher.launch_tail``, ``cuda_launch.launch``) on nbx tensors over fake CUDA storages (a caching allocator on
+made-up addresses), with a cached entry whose launch function is a C no-op standing in for Triton's compiled
+``launch`` (about 5 us of the H200 host's fast path is that call). Each row is timed with the C fast path
+(runtime/_fastlaunch.c) and with the pure-Python fast path side by side (``--only launch`` for these rows alone).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import os
 import pstats
 import sys
 import time
+import types
 
 
 def _args():
@@ -156,6 +163,142 @@ def _null_launch(nbx) -> None:
     triton_helpers.INTERPRET = False
 
 
+class _NullRaw:
+    """Raw memory of the null CUDA tier: made-up device addresses, nothing behind them."""
+
+    def __init__(self, base):
+        self.next = base
+
+    def malloc(self, n):
+        p, self.next = self.next, self.next + n + 4096
+        return p
+
+    def free(self, p):
+        pass
+
+    def mem_get_info(self):
+        return (1 << 40, 1 << 40)
+
+    def record_event(self, s):
+        return None
+
+    def event_done(self, e):
+        return True
+
+    def event_release(self, e):
+        pass
+
+    def synchronize(self):
+        pass
+
+
+class _NullKernel:
+    """A kernel of the null CUDA tier: the launcher keys on its id; its entry is cached before timing."""
+
+
+def launch_cases(nbx, launch):
+    """name -> (zero-argument callable, set_c(bool) or None): the launcher's fast path on the null CUDA tier (see
+    the module docstring). ``launch`` is ``launcher.launch`` as the library defines it (the null tier replaces the
+    module's own); set_c switches the C fast path on or off (None: this tree has no C path)."""
+    from nbxtensor.device.base import device as Device
+    from nbxtensor.device.cuda import backend as B
+    from nbxtensor.memory import CachingAllocator
+    from nbxtensor.runtime import cuda_launch as L
+    from nbxtensor.runtime import launcher
+    from nbxtensor.tensor.core import Size, make_tensor
+    from types import SimpleNamespace
+
+    if 0 not in B._allocators:
+        B._allocators[0] = CachingAllocator(_NullRaw(0x7F00_0000_0000), "cuda:0", 0)
+    dev = Device("cuda", 0)
+
+    def t(n):
+        b = B._allocators[0].malloc(4 * n)
+        return make_tensor(B.CudaStorage(dev, 4 * n, b.ptr, b, B.cuda_backend), Size((n,)), (1,), 0, nbx.float32)
+
+    n = 1024
+    x, y, o = t(n), t(n), t(n)
+    L.INTERPRET = False   # the null tier runs with NBX_TRITON_INTERPRET=1 for the ops; these launches are "cuda"
+    chains = SimpleNamespace(calls=[])
+    L._rt, L._ENTER, L._EXIT = SimpleNamespace(launch_enter_hook=chains, launch_exit_hook=chains), chains, chains
+    L.C._tls.ctx = 0       # cuda:0's context current, as after any real launch
+    fastlaunch = None
+    if hasattr(L, "c_fast_path"):
+        from nbxtensor.runtime import fastlaunch
+        fastlaunch.load()
+    mod = fastlaunch._state["module"] if fastlaunch is not None else None
+    fn = mod.noop if mod is not None else (lambda *a: None)
+    head = (0x7F00_DEAD_0000, False, False, None, None, (4, 1, 0), None, None, None)
+    kernel = _NullKernel()
+    tail = launcher.Tail((n,), {"BLOCK": 1024})
+
+    def cache(kernel_, sig, grid, i, args, meta, key):   # what the first launch through Triton would cache
+        L._cache[key] = (fn, head, (1024,), False)
+    real_slow, L._slow = L._slow, cache
+    try:
+        for c in ((False, True) if mod is not None else (False,)):
+            if mod is not None:
+                L.c_fast_path(c)
+            launch(kernel, (1,), x, y, o, n, BLOCK=1024)
+            launcher.launch_tail(kernel, (1,), (x, y, o), tail)
+    finally:
+        L._slow = real_slow
+    args, meta, ptrs = (x, y, o, n), {"BLOCK": 1024}, (x.data_ptr(), y.data_ptr(), o.data_ptr(), n)
+    set_c = L.c_fast_path if mod is not None else None
+    stand_in = "C no-op" if mod is not None else "Python no-op (no C module)"
+    return {
+        "launch.launcher (launch(k, (1,), x, y, o, n, BLOCK=1024))":
+            (lambda: launch(kernel, (1,), x, y, o, n, BLOCK=1024), set_c),
+        "launch.launch_tail (planned Tail)": (lambda: launcher.launch_tail(kernel, (1,), (x, y, o), tail), set_c),
+        "launch.cuda_launch (cuda_launch.launch alone)": (lambda: L.launch(kernel, (1,), dev, args, meta), set_c),
+        f"launch.fn_floor ({stand_in}, prepared args)": (lambda: fn(1, 1, 1, 0, *head, *ptrs, 1024), None),
+    }
+
+
+def _best_us(f, calls: int) -> float:
+    for _ in range(20):
+        f()
+    best = float("inf")
+    n = max(1, calls // 20)
+    for _ in range(20):
+        t0 = time.thread_time()
+        for _ in range(n):
+            f()
+        best = min(best, (time.thread_time() - t0) / n)
+    return best * 1e6
+
+
+def report_launch(nbx, launch, calls: int, only: str) -> None:
+    """Print the ``launch.*`` rows: us per call with the C fast path and with the Python fast path."""
+    from nbxtensor.runtime import cuda_launch as L
+    cs = launch_cases(nbx, launch)
+    if only:
+        cs = {k: v for k, v in cs.items() if any(s in k for s in only.split(","))}
+    if not cs:
+        return
+    was = L.c_fast_path() if hasattr(L, "c_fast_path") else False
+    if hasattr(L, "c_fast_path"):
+        from nbxtensor.runtime import fastlaunch
+        print(f"launch fast path, null CUDA tier ({fastlaunch.status()})")
+    else:
+        print("launch fast path, null CUDA tier (this tree has no C fast path)")
+    print(f"{'case':58s} {'C us':>7s} {'Python us':>10s} {'saved':>7s}")
+    try:
+        for name, (f, set_c) in cs.items():
+            got = {}
+            for c in ((True, False) if set_c is not None else (None,)):
+                if set_c is not None:
+                    set_c(c)
+                got[c] = _best_us(f, calls)
+            if set_c is None:
+                print(f"{name:58s} {got[None]:7.2f} {got[None]:10.2f} {'':>7s}", flush=True)
+            else:
+                print(f"{name:58s} {got[True]:7.2f} {got[False]:10.2f} {got[False] - got[True]:7.2f}", flush=True)
+    finally:
+        if hasattr(L, "c_fast_path"):
+            L.c_fast_path(was)
+
+
 def _count(pr: cProfile.Profile, calls: int) -> tuple[float, float]:
     st = pstats.Stats(pr)
     nbx = total = 0
@@ -171,6 +314,10 @@ def main() -> None:
     if a.tier == "null":
         os.environ["NBX_TRITON_INTERPRET"] = "1"
     import nbxtensor as nbx
+    from nbxtensor.runtime import launcher
+    real_launch = types.FunctionType(launcher.launch.__code__, launcher.launch.__globals__, "launch",
+                                     launcher.launch.__defaults__, launcher.launch.__closure__)
+    real_launch.__kwdefaults__ = launcher.launch.__kwdefaults__
     if a.tier == "null":
         _null_launch(nbx)
     cs = cases(nbx, a.device if a.tier == "device" else "cpu")
@@ -206,6 +353,8 @@ def main() -> None:
                 print("\n".join(ln for ln in s.getvalue().splitlines()[6:] if ln.strip()))
         except Exception as e:  # a failing case must not hide the others
             print(f"{name:24s} FAILED {type(e).__name__}: {e}"[:300], flush=True)
+    if a.tier == "null":
+        report_launch(nbx, real_launch, 10 * a.calls, a.only)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from nbxtensor.device.base import device as Device
 from nbxtensor.device.cuda import backend as B
 from nbxtensor.memory import CachingAllocator
 from nbxtensor.runtime import cuda_launch as L
-from nbxtensor.runtime import fastlaunch
+from nbxtensor.runtime import fastlaunch, launcher
 from nbxtensor.runtime.launcher import Tail
 
 pytest.importorskip("triton")
@@ -74,6 +74,13 @@ DTYPES = [nbx.float32, nbx.float16, nbx.bfloat16, nbx.int8, nbx.int64, nbx.bool]
 HEAD = ("FN", 0, 0, None, None, "PACKED", None, None, None)
 
 
+def _keep_switch(monkeypatch):
+    """Restore the C path's switch (cuda_launch's and the launcher's) after the test."""
+    for name in ("_FAST", "_PYPATH", "_c_wanted"):
+        monkeypatch.setattr(L, name, getattr(L, name))
+    monkeypatch.setattr(launcher, "_CUDA_FAST", launcher._CUDA_FAST)
+
+
 @pytest.fixture
 def env(monkeypatch):
     """Two fake CUDA devices, empty hook chains, context 0 current, stream 77 current on cuda:0, an empty cache,
@@ -94,8 +101,7 @@ def env(monkeypatch):
     monkeypatch.setattr(L.C, "ensure_context", contexts.append)
     slow = []
     monkeypatch.setattr(L, "_slow", lambda kernel, sig, grid, i, args, meta, key: slow.append((grid, args, key)))
-    for name in ("_FAST", "_PYPATH", "_c_wanted"):        # the switch's state, restored afterwards
-        monkeypatch.setattr(L, name, getattr(L, name))
+    _keep_switch(monkeypatch)
 
     def tensor(i=0, dtype=nbx.float32, offset=0, nbytes=4096):
         b = allocs[i].malloc(nbytes)
@@ -340,8 +346,7 @@ def test_no_reference_leaks_on_hits_misses_and_python_path_answers(env):
 
 def test_a_failed_build_leaves_the_python_path(monkeypatch):
     saved = dict(fastlaunch._state)
-    for name in ("_FAST", "_PYPATH", "_c_wanted"):
-        monkeypatch.setattr(L, name, getattr(L, name))
+    _keep_switch(monkeypatch)
     monkeypatch.setenv("NBX_FASTLAUNCH", "0")
     fastlaunch._state.update(module=None, tried=False)
     try:
@@ -359,7 +364,60 @@ def test_a_failed_build_leaves_the_python_path(monkeypatch):
 
 def test_the_module_is_built_and_bound_by_the_switch(monkeypatch):
     assert "C fast path built" in fastlaunch.status()
-    for name in ("_FAST", "_PYPATH", "_c_wanted"):
-        monkeypatch.setattr(L, name, getattr(L, name))
+    _keep_switch(monkeypatch)
+    monkeypatch.setattr(L, "INTERPRET", False)
     assert L.c_fast_path(True) is True and L._FAST is M.fast and L._PYPATH is M.PYTHON_PATH
-    assert L.c_fast_path(False) is False and L._FAST is None
+    assert launcher._CUDA_FAST is M.fast
+    assert L.c_fast_path(False) is False and L._FAST is None and launcher._CUDA_FAST is None
+    monkeypatch.setattr(L, "INTERPRET", True)     # the interpreter tier: the launcher never asks the C path
+    assert L.c_fast_path(True) is True and launcher._CUDA_FAST is None
+
+
+# -- launcher.launch / launch_tail: the device from the first tensor ------------------------------------------
+def test_with_no_device_the_first_tensors_cuda_device_is_taken(env):
+    x, y = env.tensor(0, nbx.float16), env.tensor(1, nbx.float16, 2)
+    env.use_c(True)
+    for dev, args in [(0, (x, x, 5)), (0, (3, 0.5, None, True, x, 7)), (1, (y, y))]:
+        got = M.fast(KERNEL, None, (1,), args, None, {"B": 1})
+        assert got == M.fast(KERNEL, dev, (1,), args, None, {"B": 1}) and got[1] == dev
+    assert M.fast(KERNEL, None, (1,), (x, y), None, {}) is M.PYTHON_PATH         # cuda:0 taken, y refused
+    cpu = _FakeTensor(nbx.ones(4)._storage)
+    for args in [(cpu, x), ("s", x), (SimpleNamespace(_storage=x._storage), x), (1, 2), (), (1, [x])]:
+        assert M.fast(KERNEL, None, (1,), args, None, {}) is M.PYTHON_PATH, args
+    assert M.fast(KERNEL, None, (1,), [x], None, {}) is M.PYTHON_PATH
+
+
+def test_launcher_launch_and_launch_tail_take_the_c_path(env, monkeypatch):
+    monkeypatch.setattr(launcher, "_cuda_launch", lambda: L)
+    monkeypatch.setattr(launcher, "_CUDA_LAUNCH", L)
+    x, y = env.tensor(), env.tensor(0, nbx.float32, 1)
+    tail = Tail((9, 1.5), {"BLOCK": 32})
+    env.use_c(True)
+    calls = []
+    L._cache[c_answer((x, y, 4), {"BLOCK": 32})] = _entry(calls, tail=(32,))
+    L._cache[c_answer((x, y), {}, tail)] = _entry(calls, tail=(32,))
+    assert launcher._CUDA_FAST is M.fast
+    hits = M.hits()
+    launcher.launch(KERNEL, (2,), x, y, 4, BLOCK=32)
+    launcher.launch_tail(KERNEL, (3,), (x, y), tail)
+    assert M.hits() == hits + 2
+    assert calls == [(2, 1, 1, 77, *HEAD, x._storage.ptr, y._storage.ptr + 4, 4, 32),
+                     (3, 1, 1, 77, *HEAD, x._storage.ptr, y._storage.ptr + 4, 9, 1.5, 32)]
+    with launcher.Recording() as r:                          # recording: the launches are recorded and made
+        launcher.launch(KERNEL, (2,), x, y, 4, BLOCK=32)
+        launcher.launch_tail(KERNEL, (3,), (x, y), tail)
+    assert len(r.launches) == 2 and len(calls) == 4 and calls[2:] == calls[:2]
+    assert M.hits() == hits + 4                              # through cuda_launch.launch's C call
+    env.use_c(False)
+    assert launcher._CUDA_FAST is None
+    launcher.launch(KERNEL, (2,), x, y, 4, BLOCK=32)
+    launcher.launch_tail(KERNEL, (3,), (x, y), tail)
+    assert calls[4:] == calls[:2] and M.hits() == hits + 4
+    env.use_c(True)                                          # refusals name the argument, as without C
+    with pytest.raises(RuntimeError, match=r"argument 1 is a tensor on cuda:1, but the launch is on cuda:0"):
+        launcher.launch(KERNEL, (2,), x, env.tensor(1), 4, BLOCK=32)
+    with pytest.raises(RuntimeError, match="tensor arguments on different devices|is a tensor on cpu"):
+        launcher.launch(KERNEL, (2,), x, _FakeTensor(nbx.ones(4)._storage), 4, BLOCK=32)
+    env.slow.clear()
+    launcher.launch(KERNEL, (2,), x, y, 16, BLOCK=32)        # a miss: the slow path with the key
+    assert len(env.slow) == 1 and env.slow[0][2] == c_answer((x, y, 16), {"BLOCK": 32})

@@ -23,6 +23,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
+#include "structmember.h"
 
 #define MAXCALL 256 /* per-call arguments handled here (tensors and scalars before the tail) */
 
@@ -31,8 +33,8 @@ static PyObject *PYPATH;      /* the PYTHON_PATH sentinel */
 static unsigned long long n_hits;
 static PyObject *k_cache, *k_Tensor, *k_ENTER, *k_EXIT, *k_ctx_tls, *k_stream_tls;
 static PyObject *a_storage, *a_dtype, *a_offset, *a_ptr, *a_itemsize, *a_handle, *a_state, *a_device, *a_index,
-    *a_args, *a_calls, *a_ctx, *a_streams, *a_cuda_stream, *a_data_ptr;
-static PyObject *s_b, *s_n, *i_m1, *i_0, *i_1;
+    *a_args, *a_calls, *a_ctx, *a_streams, *a_cuda_stream, *a_data_ptr, *a_dict, *a_type;
+static PyObject *s_b, *s_n, *s_cuda, *i_m1, *i_0, *i_1;
 
 static int lookup(PyObject *o, PyObject *name, PyObject **res) { /* 1 found, 0 absent, -1 error */
 #if PY_VERSION_HEX >= 0x030D0000
@@ -47,6 +49,55 @@ static PyObject *python_path(void) {
   return PYPATH;
 }
 
+/* Attribute reads of __slots__ members (Tensor, Storage, device, Block), as CPython's specialising interpreter does
+ * them: the member's offset is resolved once per (type, type version) at each read site; any other kind of
+ * attribute, or a type changed since, takes PyObject_GetAttr. Returns a new reference, or NULL with an error. */
+typedef struct {
+  PyTypeObject *tp;
+  unsigned int tag;
+  Py_ssize_t off;
+} slotc;
+
+static int tag_valid(PyTypeObject *tp) {
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+  if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG))
+    return 0;
+#endif
+  return tp->tp_version_tag != 0;
+}
+
+static PyObject *attr(PyObject *o, PyObject *name, slotc *c) { /* c: two entries */
+  PyTypeObject *tp = Py_TYPE(o);
+  PyObject *d, *v;
+  for (int k = 0; k < 2; k++) {
+    if (c[k].tp == tp && c[k].tag == tp->tp_version_tag && tag_valid(tp)) {
+      v = *(PyObject **)((char *)o + c[k].off);
+      if (!v)
+        break; /* an unset slot: PyObject_GetAttr raises its AttributeError */
+      Py_INCREF(v);
+      return v;
+    }
+  }
+  if (tp->tp_getattro == PyObject_GenericGetAttr && (d = _PyType_Lookup(tp, name)) != NULL &&
+      Py_TYPE(d) == &PyMemberDescr_Type && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
+      tag_valid(tp)) {
+    c[1] = c[0];
+    c[0].tp = tp;
+    c[0].tag = tp->tp_version_tag;
+    c[0].off = ((PyMemberDescrObject *)d)->d_member->offset;
+  }
+  return PyObject_GetAttr(o, name);
+}
+
+static slotc c_storage[2], c_dtype[2], c_offset[2], c_ptr[2], c_device[2], c_index[2], c_handle[2], c_state[2],
+    c_type[2];
+
+/* a dtype's itemsize, remembered per dtype object (dtypes are frozen; the table holds a reference to each) */
+#define NDT 32
+static PyObject *dt_obj[NDT];
+static unsigned long long dt_isz[NDT];
+static int n_dt;
+
 /* an exact int in [lo, hi] as a C long long; 0 when not */
 static int exact_in(PyObject *o, long long lo, long long hi, long long *v) {
   int ovf;
@@ -60,16 +111,34 @@ static int exact_in(PyObject *o, long long lo, long long hi, long long *v) {
   return lo <= *v && *v <= hi;
 }
 
-/* an exact int in [0, 2**64) as a C unsigned long long; 0 when not */
+/* an exact int in [0, 2**63) as a C unsigned long long; 0 when not */
 static int exact_u64(PyObject *o, unsigned long long *v) {
-  if (!PyLong_CheckExact(o))
+  long long w;
+  if (!exact_in(o, 0, 0x7FFFFFFFFFFFFFFFLL, &w))
     return 0;
-  *v = PyLong_AsUnsignedLongLong(o);
-  if (*v == (unsigned long long)-1 && PyErr_Occurred()) {
-    PyErr_Clear();
-    return 0;
-  }
+  *v = (unsigned long long)w;
   return 1;
+}
+
+static int itemsize(PyObject *dt, unsigned long long *isz) {
+  PyObject *o;
+  int k, ok;
+  for (k = 0; k < n_dt; k++) {
+    if (dt_obj[k] == dt) {
+      *isz = dt_isz[k];
+      return 1;
+    }
+  }
+  if (!(o = PyObject_GetAttr(dt, a_itemsize)))
+    return 0;
+  ok = exact_u64(o, isz);
+  Py_DECREF(o);
+  if (ok && n_dt < NDT) {
+    Py_INCREF(dt);
+    dt_obj[n_dt] = dt;
+    dt_isz[n_dt++] = *isz;
+  }
+  return ok;
 }
 
 /* Triton's specialization class of an exact int, as cuda_launch.arg_spec */
@@ -93,26 +162,25 @@ static int tensor_arg(PyObject *a, long long dev, PyObject **p, PyObject **k) {
   unsigned long long ptr, isz, off, addr;
   long long v;
   int ok = 0;
-  if (!(st = PyObject_GetAttr(a, a_storage)) || !(dt = PyObject_GetAttr(a, a_dtype)))
+  if (!(st = attr(a, a_storage, c_storage)) || !(dt = attr(a, a_dtype, c_dtype)))
     goto done;
-  if (!(o = PyObject_GetAttr(st, a_ptr)) || !exact_u64(o, &ptr))
-    goto done;
-  Py_CLEAR(o);
-  if (!(o = PyObject_GetAttr(a, a_offset)) || !exact_u64(o, &off))
+  if (!(o = attr(st, a_ptr, c_ptr)) || !exact_u64(o, &ptr))
     goto done;
   Py_CLEAR(o);
-  if (!(o = PyObject_GetAttr(dt, a_itemsize)) || !exact_u64(o, &isz))
+  if (!(o = attr(a, a_offset, c_offset)) || !exact_u64(o, &off))
     goto done;
   Py_CLEAR(o);
+  if (!itemsize(dt, &isz))
+    goto done;
   if (__builtin_mul_overflow(off, isz, &off) || __builtin_add_overflow(ptr, off, &addr))
     goto done;
-  if (!(d = PyObject_GetAttr(st, a_device)) || !(o = PyObject_GetAttr(d, a_index)) || !exact_in(o, dev, dev, &v))
+  if (!(d = attr(st, a_device, c_device)) || !(o = attr(d, a_index, c_index)) || !exact_in(o, dev, dev, &v))
     goto done; /* another device (or not an int): Python's validate names it */
   Py_CLEAR(o);
-  if (!(h = PyObject_GetAttr(st, a_handle)))
+  if (!(h = attr(st, a_handle, c_handle)))
     goto done;
   if (h != Py_None) {
-    if (!(o = PyObject_GetAttr(h, a_state)) || !PyLong_CheckExact(o))
+    if (!(o = attr(h, a_state, c_state)) || !PyLong_CheckExact(o))
       goto done;
     v = PyLong_AsLongLong(o);
     if (v == -1 && PyErr_Occurred())
@@ -139,6 +207,26 @@ done:
   return ok;
 }
 
+/* getattr(tls, name, None) for a threading.local, through its per-thread __dict__ (a missing name raises no
+ * AttributeError inside, which costs more than the rest of a launch): 1 found (new ref), 0 absent, -1 error */
+static int tls_get(PyObject *tls, PyObject *name, PyObject **res) {
+  PyObject *d = PyObject_GetAttr(tls, a_dict), *v;
+  *res = NULL;
+  if (!d)
+    return -1;
+  if (!PyDict_Check(d)) {
+    Py_DECREF(d);
+    return -1;
+  }
+  v = PyDict_GetItemWithError(d, name);
+  Py_XINCREF(v);
+  Py_DECREF(d);
+  if (!v)
+    return PyErr_Occurred() ? -1 : 0;
+  *res = v;
+  return 1;
+}
+
 static PyObject *global(PyObject *name) { /* borrowed; NULL (no error set) when absent */
   PyObject *v = PyDict_GetItemWithError(G, name);
   if (!v)
@@ -153,7 +241,7 @@ static PyObject *current_stream(PyObject *dev) {
   int f;
   if (!tls)
     return NULL;
-  f = lookup(tls, a_streams, &m);
+  f = tls_get(tls, a_streams, &m);
   if (f < 0) {
     PyErr_Clear();
     return NULL;
@@ -201,7 +289,52 @@ static int hooks_set(void) {
   return 0;
 }
 
+/* launcher.launch's choice of device: the first argument with a storage; here it must be a Tensor (scalars before it
+ * are skipped as Python skips them) on a "cuda" device. Its index (new ref), or NULL (no error): the Python path */
+static PyObject *first_cuda_index(PyObject *args, PyObject *T) {
+  Py_ssize_t n = PyTuple_GET_SIZE(args), j;
+  for (j = 0; j < n; j++) {
+    PyObject *a = PyTuple_GET_ITEM(args, j), *st, *d = NULL, *ty = NULL, *r = NULL;
+    if (PyLong_CheckExact(a) || PyFloat_CheckExact(a) || a == Py_True || a == Py_False || a == Py_None)
+      continue;
+    if (Py_TYPE(a) != (PyTypeObject *)T || !(st = attr(a, a_storage, c_storage)))
+      break;
+    if ((d = attr(st, a_device, c_device)) && (ty = attr(d, a_type, c_type)) && PyUnicode_CheckExact(ty) &&
+        (ty == s_cuda || PyUnicode_Compare(ty, s_cuda) == 0))
+      r = attr(d, a_index, c_index);
+    Py_DECREF(st);
+    Py_XDECREF(d);
+    Py_XDECREF(ty);
+    PyErr_Clear();
+    return r;
+  }
+  PyErr_Clear();
+  return NULL;
+}
+
+static PyObject *fast_impl(PyObject *const *argv);
+
 static PyObject *fast(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+  PyObject *v[6], *T, *r;
+  (void)self;
+  if (argc != 6) {
+    PyErr_SetString(PyExc_TypeError, "fast(kernel, dev_index, grid, args, planned, meta) takes 6 arguments");
+    return NULL;
+  }
+  if (argv[1] != Py_None || !G)
+    return fast_impl(argv);
+  /* no device given (launcher.launch, launcher.launch_tail): the first tensor's, when it is a cuda device */
+  if (!PyTuple_CheckExact(argv[3]) || !(T = global(k_Tensor)) || !PyType_Check(T))
+    return python_path();
+  memcpy(v, argv, sizeof(v));
+  if (!(v[1] = first_cuda_index(argv[3], T)))
+    return python_path();
+  r = fast_impl(v);
+  Py_DECREF(v[1]);
+  return r;
+}
+
+static PyObject *fast_impl(PyObject *const *argv) {
   PyObject *kernel, *devo, *grid, *args, *planned, *meta;
   PyObject *call[MAXCALL];
   PyObject *key = NULL, *res = NULL, *cache, *T, *entry, *fn, *head, *tail, *pargs = NULL, *stream = NULL;
@@ -209,11 +342,6 @@ static PyObject *fast(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
   Py_ssize_t n, nc = 0, j, q, extra;
   long long dev, v;
   int f;
-  (void)self;
-  if (argc != 6) {
-    PyErr_SetString(PyExc_TypeError, "fast(kernel, dev_index, grid, args, planned, meta) takes 6 arguments");
-    return NULL;
-  }
   kernel = argv[0], devo = argv[1], grid = argv[2], args = argv[3], planned = argv[4], meta = argv[5];
   if (!G || !exact_in(devo, 0, 0x7FFFFFFF, &dev) || !PyTuple_CheckExact(args))
     return python_path();
@@ -337,7 +465,7 @@ static PyObject *fast(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
     goto pypath_entry;
   }
   /* getattr(_ctx_tls, "ctx", -1) != i: the Python path makes the context current */
-  if (!(ct = global(k_ctx_tls)) || (f = lookup(ct, a_ctx, &ctx)) <= 0 || !exact_in(ctx, dev, dev, &v)) {
+  if (!(ct = global(k_ctx_tls)) || (f = tls_get(ct, a_ctx, &ctx)) <= 0 || !exact_in(ctx, dev, dev, &v)) {
     Py_XDECREF(ctx);
     PyErr_Clear();
     goto pypath_entry;
@@ -436,7 +564,8 @@ static PyObject *noop(PyObject *self, PyObject *args) { /* a launch function tha
 
 static PyMethodDef methods[] = {
     {"fast", (PyCFunction)(void (*)(void))fast, METH_FASTCALL,
-     "fast(kernel, dev_index, grid, args, planned, meta) -> None (launched) | key tuple (miss) | PYTHON_PATH"},
+     "fast(kernel, dev_index, grid, args, planned, meta) -> None (launched) | key tuple (miss) | PYTHON_PATH; "
+     "dev_index None: the device of the first tensor argument, which must be a cuda tensor"},
     {"bind", bind, METH_O, "bind(globals): the launcher module whose _cache, _Tensor, ... fast() reads"},
     {"hits", hits, METH_NOARGS, "launches made by fast()"},
     {"noop", noop, METH_VARARGS, "noop(*args) -> None: a launch function that launches nothing"},
@@ -471,6 +600,9 @@ PyMODINIT_FUNC PyInit__nbx_fastlaunch(void) {
   INTERN(a_streams, "streams");
   INTERN(a_cuda_stream, "cuda_stream");
   INTERN(a_data_ptr, "data_ptr");
+  INTERN(a_dict, "__dict__");
+  INTERN(a_type, "type");
+  INTERN(s_cuda, "cuda");
   INTERN(s_b, "b");
   INTERN(s_n, "n");
   if (!(i_m1 = PyLong_FromLong(-1)) || !(i_0 = PyLong_FromLong(0)) || !(i_1 = PyLong_FromLong(1)))

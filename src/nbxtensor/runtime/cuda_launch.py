@@ -218,18 +218,20 @@ def c_fast_path(enabled: bool | None = None) -> bool:
     if enabled is not None:
         _c_wanted = bool(enabled)
         _FAST = None
-        if _c_wanted:
-            _bind_fast()
+        _bind_fast()
     return _FAST is not None
 
 
 def _bind_fast() -> None:
     global _FAST, _PYPATH
-    from . import fastlaunch
+    from . import fastlaunch, launcher
     m = fastlaunch.load()
     if m is not None and _c_wanted:
         m.bind(globals())
         _FAST, _PYPATH = m.fast, m.PYTHON_PATH
+    # launcher.launch / launch_tail ask the C path first (skipping their own argument walk and this module's
+    # frame); never under the interpreter tier, where cuda tensors are refused by launch() below
+    launcher._CUDA_FAST = None if INTERPRET else _FAST
 
 
 def _grid3(grid, sig, call_args, tail):

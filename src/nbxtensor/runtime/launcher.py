@@ -49,6 +49,8 @@ def launch(kernel, grid, *args, **meta):
     rec = _TLS.__dict__.get("rec")
     if rec is not None:
         rec.append((kernel, grid, args, meta))
+    elif _CUDA_FAST is not None and _CUDA_FAST(kernel, None, grid, args, None, meta) is None:
+        return None   # launched by cuda_launch's C fast path (anything else: the code below, as without it)
     for a in args:
         st = getattr(a, "_storage", None)
         if st is not None:
@@ -99,6 +101,9 @@ def launch_tail(kernel, grid, args, tail: Tail):
     Raises:
         RuntimeError / TypeError: as :func:`launch`.
     """
+    if _CUDA_FAST is not None and _TLS.__dict__.get("rec") is None and \
+            _CUDA_FAST(kernel, None, grid, args, tail, tail.meta) is None:
+        return None   # launched by cuda_launch's C fast path (anything else: the code below, as without it)
     for a in args:
         st = getattr(a, "_storage", None)
         if st is not None:
@@ -112,6 +117,10 @@ def launch_tail(kernel, grid, args, tail: Tail):
 
 
 _CUDA_LAUNCH = None
+# cuda_launch's C fast path (fastlaunch ``fast``), set by cuda_launch while it is on: with no device given it takes
+# the first tensor's when that is a cuda tensor and launches a cached kernel, else answers "not done" and the
+# launch goes the usual way (to cuda_launch.launch, which asks it again with the device).
+_CUDA_FAST = None
 
 
 def _cuda_launch():
