@@ -28,6 +28,11 @@ Rows:
   ``p50_us`` (an eager decode step of these calls would wait on the host). Without CUDA (``--smoke --device
   cpu``) the calls run eagerly and the row's name has no ``(graph)``; a capture that fails falls back the same
   way and says why in ``graph_error``.
+- ``decode_attention.BxHqxHkvxLxD.layer_stream[Lx1] (graph)`` (``--attention``, CUDA): decode attention of one
+  query token over a bfloat16 K/V cache (GQA), ``--stream-layers`` calls over caches of their own captured in a
+  CUDA graph and replayed, as a decode step runs them; GB/s of K + V (+ q and out) per replay (issue 5: >= 80 %
+  of 4.8 TB/s at 4k-32k context). An eager batch-1 call is host-bound: its event-timed rows in
+  sweep_decode_attention.py include the host's enqueue of the split and combine launches.
 - ``--gemv-config`` / ``--int4-config`` JSON: settings laid over the table's rule (a sweep's winner, before it is
   written into runtime/configs/sm90.json); those rows then replay the recorded kernel launches and say so.
 - ``--flush clean|write``: the L2 flush before each timed run (harness.py, "Timing"; bench_ops.make_clock, the one
@@ -35,7 +40,8 @@ Rows:
   cost the timed GEMVs; ``write`` is the write alone (Triton's ``do_bench``). Every row has ``flush``.
 
 Usage: ``PYTHONPATH=src python benchmarks/bench_generate.py [--device cpu|cuda] [--tokens 64] [--reps 3]
-[--dequantize] [--no-peer] [--json] [--gemv-only] [--stream-layers 4] [--flush clean|write]``; ``--gemv-only
+[--dequantize] [--no-peer] [--json] [--gemv-only] [--stream-layers 4] [--flush clean|write] [--attention]
+[--no-gemv]``; ``--gemv-only
 --smoke --device cpu`` with ``NBX_TRITON_INTERPRET=1`` runs the GEMV rows on tiny shapes through the interpreter (host smoke test). Set ``OPENBLAS_NUM_THREADS=1`` on a busy CPU: OpenBLAS's spinning
 threads lose badly to other load (measured here: 20 vs 1.4-7 tokens/s).
 """
@@ -132,6 +138,52 @@ def _bf16_case(nbx, device, N, K):
     w = (nbx.randn(N, K, dtype=nbx.float32, device=device) * 0.02).to(nbx.bfloat16)
     x = nbx.randn(1, K, dtype=nbx.bfloat16, device=device)
     return (lambda: F.linear(x, w)), w.nbytes + x.nbytes + 2 * N
+
+
+# decode attention streams (--attention): (batch, query heads, kv heads, context, head dim), bfloat16; Llama-3-8B's
+# 32 query heads over 8 kv heads (GQA 4) and the issue's GQA 8 (4 kv heads)
+ATTN_SHAPES = [(1, 32, 4, 4096, 128), (1, 32, 4, 16384, 128), (1, 32, 4, 32768, 128), (1, 32, 8, 32768, 128),
+               (8, 32, 4, 32768, 128)]
+SMOKE_ATTN_SHAPES = [(1, 4, 2, 64, 16)]
+
+
+def _attn_case(nbx, device, B, Hq, Hkv, L, D):
+    """One decode-attention call: q (B, Hq, 1, D), a K/V cache (B, Hkv, L, D) of its own, bfloat16; returns
+    (call, bytes: the cache's K and V plus q and the output)."""
+    import nbxtensor.nn.functional as F
+    q = nbx.randn(B, Hq, 1, D, dtype=nbx.bfloat16, device=device)
+    k = nbx.randn(B, Hkv, L, D, dtype=nbx.bfloat16, device=device)
+    v = nbx.randn(B, Hkv, L, D, dtype=nbx.bfloat16, device=device)
+    return (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)), k.nbytes + v.nbytes + 2 * q.nbytes
+
+
+def bench_attention(device: str, smoke: bool = False, layers: int = 4, flush_mode: str = "clean") -> list[dict]:
+    """Decode attention (``scaled_dot_product_attention`` with one query token, GQA) as a decode step runs it:
+    ``layers`` calls over caches of their own, captured in a CUDA graph and replayed (``_stream``), one row per
+    shape (issue 5: >= 80 % of 4.8 TB/s at 4k-32k context). A single eager call at batch 1 is host-bound (the
+    sweep's event-timed rows include the host's enqueue of the split and combine launches); the graph row times
+    the kernels. Without CUDA (``--smoke --device cpu``) the calls run eagerly."""
+    import harness as H
+    import nbxtensor as nbx
+    from bench_ops import make_clock
+    cuda = device.startswith("cuda")
+    if cuda:
+        timing = H.TimingConfig(flush_mode=flush_mode)
+        sync = nbx.cuda.synchronize
+    else:
+        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20,
+                                flush_mode=flush_mode)
+        sync = lambda: None  # noqa: E731
+    clock = make_clock(nbx, "cpu" if not cuda else device, timing.flush_bytes, [], flush_mode)
+    rows = []
+    for B, Hq, Hkv, L, D in (SMOKE_ATTN_SHAPES if smoke else ATTN_SHAPES):
+        cases = [_attn_case(nbx, device, B, Hq, Hkv, L, D) for _ in range(layers)]
+        r = _stream(nbx, clock, sync, timing, f"decode_attention.{B}x{Hq}x{Hkv}x{L}x{D}", [c for c, _ in cases],
+                    sum(b for _, b in cases), layers, 1, graph=cuda)
+        r["flush"] = flush_mode
+        rows.append(r)
+        del cases
+    return rows
 
 
 def _row(name: str, times: list, nbytes: int, **extra) -> dict:
@@ -303,6 +355,10 @@ def main() -> int:
     ap.add_argument("--flush", choices=H.FLUSH_MODES, default="clean", help="L2 flush before each timed GEMV "
                     "run: clean (write, then read another buffer; default) or write (the write alone, as Triton's "
                     "do_bench); harness.py, 'Timing'")
+    ap.add_argument("--attention", action="store_true", help="also the decode-attention stream rows (CUDA graph "
+                    "replays of --stream-layers calls per shape; with --gemv-only, only these and the GEMV rows)")
+    ap.add_argument("--no-gemv", action="store_true", help="leave out the GEMV rows (e.g. --gemv-only --attention "
+                    "--no-gemv: the attention rows alone)")
     ap.add_argument("--smoke", action="store_true", help="GEMV rows on tiny shapes (with --device cpu under "
                     "NBX_TRITON_INTERPRET=1: a host smoke test)")
     args = ap.parse_args()
@@ -315,7 +371,9 @@ def main() -> int:
         r = bench_llama_cpp(args.tokens, args.reps, args.peer_threads)
         if r:
             rows.append(r)
-    if dev.startswith("cuda") or (args.smoke and args.gemv_only):
+    if args.attention and (dev.startswith("cuda") or args.smoke):
+        rows += bench_attention(dev, smoke=args.smoke, layers=max(1, args.stream_layers), flush_mode=args.flush)
+    if (dev.startswith("cuda") or (args.smoke and args.gemv_only)) and not args.no_gemv:
         rows += bench_gemv(dev, smoke=args.smoke, stream_layers=args.stream_layers, bf16=not args.no_bf16,
                            gemv_config=args.gemv_config, int4_config=args.int4_config, flush_mode=args.flush)
     if args.json:
