@@ -9,6 +9,9 @@ Rows (each with p20/p50/p80 over repeated batches, and a target where the issue 
 - ``launch.nbx_planned_tail``: ``launcher.launch_tail`` with the trailing arguments and keywords planned once
   (a :class:`~nbxtensor.runtime.launcher.Tail`, as the ops' launch plans use). Target <= 6 us.
 - ``launch.cuda_launch``: ``runtime.cuda_launch.launch`` alone (the fast path without ``launcher.launch``).
+- ``launch.nbx_fast_path_python`` / ``launch.nbx_planned_tail_python``: the same two launches with the C fast
+  path (runtime/_fastlaunch.c) switched off: the pure-Python fast path, its fallback. The rows above name the
+  path they took (``C fast path`` or ``Python fast path`` and why) and how many of their launches the C path made.
 - ``launch.compiled_c_launch``: Triton's compiled C launch function with prepared arguments (the floor).
 - ``h2d.*`` / ``d2h.*``: GB/s (1e9 bytes/s) for pageable memory (through the backend: staged in pinned chunks
   when large; and the driver's own pageable copy), and pinned memory. Target (pinned) >= 20 GB/s.
@@ -23,8 +26,8 @@ Rows (each with p20/p50/p80 over repeated batches, and a target where the issue 
 Timing: host costs with ``time.perf_counter`` over batches (the GPU work queued is tiny, so the queue never
 fills); bandwidth with CUDA events for device copies and wall time for synchronous host copies.
 
-Usage: ``PYTHONPATH=src python benchmarks/bench_runtime.py --out DIR [--quick]`` writes ``DIR/runtime.csv``
-and ``DIR/runtime_summary.md`` and prints the table. Exits 0 even when a target is missed (benchmarks are not
+Usage: ``PYTHONPATH=src python benchmarks/bench_runtime.py --out DIR [--quick] [--only launch,alloc]`` writes
+``DIR/runtime.csv`` and ``DIR/runtime_summary.md`` and prints the table. Exits 0 even when a target is missed (benchmarks are not
 tests); exit status 1 means a benchmark failed to run.
 """
 
@@ -130,6 +133,18 @@ def bench_launch(rows, quick):
     launch(add_kernel, (1,), x, y, o, n, BLOCK=1024)          # compile + cache
     nbx.cuda.synchronize()
     assert np.array_equal(o.cpu().numpy(), np.full(n, 2, np.float32)), "add_kernel gave a wrong result"
+    from nbxtensor.runtime import fastlaunch
+    c_on = cuda_launch.c_fast_path()
+    fl = fastlaunch._state["module"]
+    c_hits = fl.hits if fl is not None else (lambda: 0)
+    if c_on:                                                  # the C path launches, and launches right
+        o.zero_()
+        h0 = c_hits()
+        launch(add_kernel, (1,), x, y, o, n, BLOCK=1024)
+        nbx.cuda.synchronize()
+        assert c_hits() == h0 + 1, "the C fast path did not take a cached launch"
+        assert np.array_equal(o.cpu().numpy(), np.full(n, 2, np.float32)), "the C fast path gave a wrong result"
+    path = "C fast path" if c_on else f"Python fast path (C: {fastlaunch.status()})"
     px, py, po = Ptr(x), Ptr(y), Ptr(o)
     eager = add_kernel[(1,)]
     eager(px, py, po, n, BLOCK=1024)
@@ -140,26 +155,41 @@ def bench_launch(rows, quick):
     key = next(k for k in cuda_launch._cache if k[0] == id(add_kernel))
     fn, head, ctail, _ = cuda_launch._cache[key]
     ptrs = (x.data_ptr(), y.data_ptr(), o.data_ptr(), n)
-    cases = [
+    cases = [   # name, call, target, detail, C path on (True), off (False) or as it is (None)
         ("launch.triton_eager", lambda: eager(px, py, po, n, BLOCK=1024), None,
-         "Triton's kernel[grid](...) with our torch-free driver (DESIGN.md: about 13 us)"),
+         "Triton's kernel[grid](...) with our torch-free driver (DESIGN.md: about 13 us)", None),
         ("launch.nbx_fast_path", lambda: launch(add_kernel, (1,), x, y, o, n, BLOCK=1024), ("<=", 6.0),
-         "nbxtensor.runtime.launcher.launch on nbx tensors, specialization cached"),
+         f"nbxtensor.runtime.launcher.launch on nbx tensors, specialization cached; {path}", c_on),
         ("launch.nbx_planned_tail", lambda: launch_tail(add_kernel, (1,), (x, y, o), tail), ("<=", 6.0),
-         "nbxtensor.runtime.launcher.launch_tail: the trailing args and keywords planned once (ops' plans)"),
+         "nbxtensor.runtime.launcher.launch_tail: the trailing args and keywords planned once (ops' plans); "
+         f"{path}", c_on),
         ("launch.cuda_launch", lambda: cuda_launch.launch(add_kernel, (1,), dev, args, meta), None,
-         "runtime.cuda_launch.launch alone (without launcher.launch's device checks)"),
+         f"runtime.cuda_launch.launch alone (without launcher.launch's device checks); {path}", c_on),
+        ("launch.nbx_fast_path_python", lambda: launch(add_kernel, (1,), x, y, o, n, BLOCK=1024), None,
+         "launch.nbx_fast_path with the C fast path off: the pure-Python fast path", False),
+        ("launch.nbx_planned_tail_python", lambda: launch_tail(add_kernel, (1,), (x, y, o), tail), None,
+         "launch.nbx_planned_tail with the C fast path off: the pure-Python fast path", False),
         ("launch.compiled_c_launch", lambda: fn(1, 1, 1, 0, *head, *ptrs, *ctail), None,
          "Triton's compiled C launch function with prepared int pointers (the floor of any Python launch path; "
-         "what the fast path calls)"),
+         "what the fast path calls)", None),
     ]
     # The cases take turns batch by batch, so a drift of the host's speed (clock, other tenants) during the run
     # weighs on every case alike instead of on whichever ran at that moment.
-    times = {name: [] for name, _, _, _ in cases}
-    for _ in range(batches):
-        for name, f, _, _ in cases:
-            times[name] += per_call_us(f, calls, 1)
-    for name, _, target, detail in cases:
+    times = {name: [] for name, _, _, _, _ in cases}
+    by_c = {name: 0 for name, _, _, _, _ in cases}
+    try:
+        for _ in range(batches):
+            for name, f, _, _, c in cases:
+                if c is not None:
+                    cuda_launch.c_fast_path(c)
+                h0 = c_hits()
+                times[name] += per_call_us(f, calls, 1)
+                by_c[name] += c_hits() - h0
+    finally:
+        cuda_launch.c_fast_path(c_on)
+    for name, _, target, detail, c in cases:
+        if c is not None:
+            detail += f" [{by_c[name]} of {calls * batches} launches by the C path]"
         rows.append((name, times[name], "us", target, detail))
     g = nbx.cuda.CUDAGraph()                 # capture and replay: 100 launches queued by one driver call
     with nbx.cuda.graph(g):
@@ -266,6 +296,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="bench-out", help="folder for runtime.csv and runtime_summary.md")
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer repetitions")
+    ap.add_argument("--only", default="", help="comma-separated groups to run (launch, copies, d2d, alloc); all by "
+                    "default")
     args = ap.parse_args(argv)
     if not nbx.cuda.is_available():
         print(f"bench_runtime: no CUDA device ({D.unavailable_reason()})", file=sys.stderr)
@@ -290,6 +322,8 @@ def main(argv=None) -> int:
                      ("copies", lambda: bench_copies(rows, args.quick)),
                      ("d2d", lambda: bench_d2d(rows, args.quick, peak_gbps)),
                      ("alloc", lambda: bench_alloc(rows, args.quick))):
+        if args.only and name not in args.only.split(","):
+            continue
         try:
             fn()
         except Exception as e:  # report and go on: one broken row must not hide the others

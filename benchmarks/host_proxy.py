@@ -289,6 +289,11 @@ def report_launch(nbx, launch, calls: int, only: str) -> None:
             for c in ((True, False) if set_c is not None else (None,)):
                 if set_c is not None:
                     set_c(c)
+                    from nbxtensor.runtime import fastlaunch
+                    h0 = fastlaunch._state["module"].hits()
+                    f()
+                    took = fastlaunch._state["module"].hits() - h0
+                    assert took == (1 if c else 0), f"{name}: {took} launches by the C path with it {c and 'on'}"
                 got[c] = _best_us(f, calls)
             if set_c is None:
                 print(f"{name:58s} {got[None]:7.2f} {got[None]:10.2f} {'':>7s}", flush=True)

@@ -421,3 +421,19 @@ def test_launcher_launch_and_launch_tail_take_the_c_path(env, monkeypatch):
     env.slow.clear()
     launcher.launch(KERNEL, (2,), x, y, 16, BLOCK=32)        # a miss: the slow path with the key
     assert len(env.slow) == 1 and env.slow[0][2] == c_answer((x, y, 16), {"BLOCK": 32})
+
+
+def test_module_globals_replaced_between_launches_are_seen(env, monkeypatch):
+    x = env.tensor()
+    env.use_c(True)
+    key = c_answer((x,), {})
+    calls, other = [], []
+    L._cache[key] = _entry(calls, tail=())
+    assert c_answer((x,), {}) is None and len(calls) == 1           # the globals are remembered now
+    monkeypatch.setattr(L, "_cache", {key: _entry(other, tail=())})  # a new cache dict
+    assert c_answer((x,), {}) is None and len(calls) == 1 and len(other) == 1
+    monkeypatch.setattr(L, "_ENTER", SimpleNamespace(calls=[print]))   # a new hook chain with a hook
+    assert c_answer((x,), {}) == key
+    monkeypatch.setattr(L, "_ENTER", env.chains.enter)
+    monkeypatch.setattr(L, "_Tensor", type(nbx.ones(1)))                # another tensor class
+    assert c_answer((x,), {}) is M.PYTHON_PATH

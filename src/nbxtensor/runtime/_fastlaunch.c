@@ -10,7 +10,8 @@
  *     fn(g0, g1, g2, stream, *head, *call, *tail)
  * (fn: Triton's compiled C `launch`, which takes its arguments as one tuple: METH_VARARGS).
  *
- * fast(kernel, dev_index, grid, args, planned, meta) returns
+ * fast(kernel, dev_index, grid, args, planned, meta) (dev_index None: launcher.launch / launch_tail, which take the
+ * device of the first tensor argument; here it must be a cuda tensor, else PYTHON_PATH) returns
  *   None         the kernel was launched (a hit; counted in hits());
  *   a tuple      the cache key, on a miss or while a launch hook is installed: the caller runs its slow path
  *                (Triton's) with this key;
@@ -19,6 +20,11 @@
  *                current context, the Tensor class not yet known, ...): the caller runs the Python fast path,
  *                which raises, launches or goes to Triton as it always did. Nothing was launched.
  * Any surprise goes to PYTHON_PATH, so this code can be slower than it could be but never differ.
+ *
+ * Speed (host_proxy.py's null CUDA tier): __slots__ members are read by offset once resolved per (type, version),
+ * thread-locals through their __dict__ (a missing attribute would raise and clear an AttributeError per launch),
+ * the module's globals are remembered while its dict's version tag holds (Python < 3.12), dtype itemsizes and key
+ * ints are remembered per dtype, and a tensor without offset passes its storage's own pointer int.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -96,6 +102,7 @@ static slotc c_storage[2], c_dtype[2], c_offset[2], c_ptr[2], c_device[2], c_ind
 #define NDT 32
 static PyObject *dt_obj[NDT];
 static unsigned long long dt_isz[NDT];
+static PyObject *dt_key[NDT][2]; /* its key ints: id(dtype) + 0 and + 1 (the same objects in every key) */
 static int n_dt;
 
 /* an exact int in [lo, hi] as a C long long; 0 when not */
@@ -120,25 +127,37 @@ static int exact_u64(PyObject *o, unsigned long long *v) {
   return 1;
 }
 
+/* a dtype's itemsize; returns its row in the table (NDT: not remembered), -1 when not an int */
 static int itemsize(PyObject *dt, unsigned long long *isz) {
-  PyObject *o;
+  PyObject *o, *k0, *k1;
   int k, ok;
   for (k = 0; k < n_dt; k++) {
     if (dt_obj[k] == dt) {
       *isz = dt_isz[k];
-      return 1;
+      return k;
     }
   }
   if (!(o = PyObject_GetAttr(dt, a_itemsize)))
-    return 0;
+    return -1;
   ok = exact_u64(o, isz);
   Py_DECREF(o);
-  if (ok && n_dt < NDT) {
-    Py_INCREF(dt);
-    dt_obj[n_dt] = dt;
-    dt_isz[n_dt++] = *isz;
+  if (!ok)
+    return -1;
+  if (n_dt == NDT)
+    return NDT;
+  k0 = PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)dt);
+  k1 = PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)dt + 1);
+  if (!k0 || !k1) {
+    Py_XDECREF(k0);
+    Py_XDECREF(k1);
+    return -1;
   }
-  return ok;
+  Py_INCREF(dt);
+  dt_obj[n_dt] = dt;
+  dt_isz[n_dt] = *isz;
+  dt_key[n_dt][0] = k0;
+  dt_key[n_dt][1] = k1;
+  return n_dt++;
 }
 
 /* Triton's specialization class of an exact int, as cuda_launch.arg_spec */
@@ -158,19 +177,18 @@ static long int_class(PyObject *a) {
 
 /* one tensor argument: the pointer (new ref in *p) and its key part (new ref in *k); 0: not for this path */
 static int tensor_arg(PyObject *a, long long dev, PyObject **p, PyObject **k) {
-  PyObject *st = NULL, *dt = NULL, *o = NULL, *h = NULL, *d = NULL;
+  PyObject *st = NULL, *dt = NULL, *o = NULL, *h = NULL, *d = NULL, *po = NULL;
   unsigned long long ptr, isz, off, addr;
   long long v;
-  int ok = 0;
+  int ok = 0, row, al;
   if (!(st = attr(a, a_storage, c_storage)) || !(dt = attr(a, a_dtype, c_dtype)))
     goto done;
-  if (!(o = attr(st, a_ptr, c_ptr)) || !exact_u64(o, &ptr))
+  if (!(po = attr(st, a_ptr, c_ptr)) || !exact_u64(po, &ptr))
     goto done;
-  Py_CLEAR(o);
   if (!(o = attr(a, a_offset, c_offset)) || !exact_u64(o, &off))
     goto done;
   Py_CLEAR(o);
-  if (!itemsize(dt, &isz))
+  if ((row = itemsize(dt, &isz)) < 0)
     goto done;
   if (__builtin_mul_overflow(off, isz, &off) || __builtin_add_overflow(ptr, off, &addr))
     goto done;
@@ -188,15 +206,24 @@ static int tensor_arg(PyObject *a, long long dev, PyObject **p, PyObject **k) {
     if (v == 3) /* RETIRED: use after free, which Python's validate names */
       goto done;
   }
-  if (!(*p = PyLong_FromUnsignedLongLong(addr)))
+  if (addr == ptr) { /* no offset: the storage's own int */
+    Py_INCREF(po);
+    *p = po;
+  } else if (!(*p = PyLong_FromUnsignedLongLong(addr))) {
     goto done;
+  }
   /* id(dtype) + aligned: ids are multiples of 8, so one int holds both */
-  if (!(*k = PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)dt + ((addr & 15) == 0)))) {
+  al = (addr & 15) == 0;
+  if (row < NDT) {
+    *k = dt_key[row][al];
+    Py_INCREF(*k);
+  } else if (!(*k = PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)dt + al))) {
     Py_CLEAR(*p);
     goto done;
   }
   ok = 1;
 done:
+  Py_XDECREF(po);
   if (!ok)
     PyErr_Clear();
   Py_XDECREF(st);
@@ -234,10 +261,34 @@ static PyObject *global(PyObject *name) { /* borrowed; NULL (no error set) when 
   return v;
 }
 
+/* The six module globals a launch reads (borrowed). Python < 3.12: remembered while the module dict's version tag
+ * stays the same (any assignment to a module global changes it), else looked up on every launch. */
+enum { G_CACHE, G_TENSOR, G_ENTER, G_EXIT, G_CTX, G_STREAM, NG };
+static PyObject *gv[NG];
+#if PY_VERSION_HEX < 0x030C0000
+static uint64_t gv_tag;
+#endif
+
+static void load_globals(void) {
+  PyObject *names[NG] = {k_cache, k_Tensor, k_ENTER, k_EXIT, k_ctx_tls, k_stream_tls};
+#if PY_VERSION_HEX < 0x030C0000
+  uint64_t tag = ((PyDictObject *)G)->ma_version_tag;
+  if (tag == gv_tag && tag != 0)
+    return;
+#endif
+  for (int k = 0; k < NG; k++)
+    gv[k] = global(names[k]);
+#if PY_VERSION_HEX < 0x030C0000
+  gv_tag = ((PyDictObject *)G)->ma_version_tag; /* a lookup never changes it, but take the one after */
+  if (gv_tag != tag)
+    gv_tag = 0;
+#endif
+}
+
 /* the current stream handle of device `dev` (new ref), as cuda_launch: 0 unless this thread set one; NULL: not
  * handled here (no error set) */
 static PyObject *current_stream(PyObject *dev) {
-  PyObject *tls = global(k_stream_tls), *m = NULL, *s, *r = NULL;
+  PyObject *tls = gv[G_STREAM], *m = NULL, *s, *r = NULL;
   int f;
   if (!tls)
     return NULL;
@@ -269,9 +320,8 @@ static PyObject *current_stream(PyObject *dev) {
 
 /* _ENTER.calls or _EXIT.calls: 1 set, 0 empty, -1 not handled here */
 static int hooks_set(void) {
-  PyObject *names[2] = {k_ENTER, k_EXIT};
   for (int j = 0; j < 2; j++) {
-    PyObject *chain = global(names[j]), *calls;
+    PyObject *chain = gv[j ? G_EXIT : G_ENTER], *calls;
     int t;
     if (!chain || !(calls = PyObject_GetAttr(chain, a_calls))) {
       PyErr_Clear();
@@ -324,7 +374,8 @@ static PyObject *fast(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
   if (argv[1] != Py_None || !G)
     return fast_impl(argv);
   /* no device given (launcher.launch, launcher.launch_tail): the first tensor's, when it is a cuda device */
-  if (!PyTuple_CheckExact(argv[3]) || !(T = global(k_Tensor)) || !PyType_Check(T))
+  load_globals();
+  if (!PyTuple_CheckExact(argv[3]) || !(T = gv[G_TENSOR]) || !PyType_Check(T))
     return python_path();
   memcpy(v, argv, sizeof(v));
   if (!(v[1] = first_cuda_index(argv[3], T)))
@@ -345,8 +396,9 @@ static PyObject *fast_impl(PyObject *const *argv) {
   kernel = argv[0], devo = argv[1], grid = argv[2], args = argv[3], planned = argv[4], meta = argv[5];
   if (!G || !exact_in(devo, 0, 0x7FFFFFFF, &dev) || !PyTuple_CheckExact(args))
     return python_path();
-  cache = global(k_cache);
-  T = global(k_Tensor);
+  load_globals();
+  cache = gv[G_CACHE];
+  T = gv[G_TENSOR];
   if (!cache || !PyDict_CheckExact(cache) || !T || !PyType_Check(T))
     return python_path(); /* the Tensor class is learnt by the Python path */
   n = PyTuple_GET_SIZE(args);
@@ -465,7 +517,7 @@ static PyObject *fast_impl(PyObject *const *argv) {
     goto pypath_entry;
   }
   /* getattr(_ctx_tls, "ctx", -1) != i: the Python path makes the context current */
-  if (!(ct = global(k_ctx_tls)) || (f = tls_get(ct, a_ctx, &ctx)) <= 0 || !exact_in(ctx, dev, dev, &v)) {
+  if (!(ct = gv[G_CTX]) || (f = tls_get(ct, a_ctx, &ctx)) <= 0 || !exact_in(ctx, dev, dev, &v)) {
     Py_XDECREF(ctx);
     PyErr_Clear();
     goto pypath_entry;

@@ -13,6 +13,12 @@ path*): no binder, no per-pointer ``cuPointerGetAttribute``. The key is never co
 the fast path runs exactly the binary Triton would have chosen (../shared/DESIGN.md: ``kernel[grid]`` about
 13 us of host time, the compiled ``run`` about 4.7 us on an H200).
 
+The fast path runs in C when it can (``runtime/_fastlaunch.c``, built at the first launch through Triton by
+:mod:`~nbxtensor.runtime.fastlaunch` with Triton's own C build): the same key, the same checks and the same call
+of the compiled kernel's launch function, with about 1.3 us less host time per launch (host_proxy.py's null CUDA
+tier). What it does not handle exactly as Python does it hands to the Python fast path below, which is also the
+fallback when no C compiler is found (:func:`c_fast_path`, ``fastlaunch.status()``, ``NBX_FASTLAUNCH=0``).
+
 Refused with a clear error, before anything is queued: an argument count or keyword that disagrees with the
 kernel's signature; a tensor on another device than the launch, or freed; a pointer-like argument (an object
 with ``data_ptr()``) that no allocator of this process knows (memory imported through DLPack is registered on
