@@ -49,6 +49,7 @@ threads lose badly to other load (measured here: 20 vs 1.4-7 tokens/s).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -357,6 +358,9 @@ def main() -> int:
                     "do_bench); harness.py, 'Timing'")
     ap.add_argument("--attention", action="store_true", help="also the decode-attention stream rows (CUDA graph "
                     "replays of --stream-layers calls per shape; with --gemv-only, only these and the GEMV rows)")
+    ap.add_argument("--attention-config", type=json.loads, default=None, help="JSON list of settings dicts laid "
+                    "over the decode_attention table rule, one set of attention rows each (e.g. '[{}, "
+                    "{\"fuse_combine\": 256}]'; {} is the table)")
     ap.add_argument("--no-gemv", action="store_true", help="leave out the GEMV rows (e.g. --gemv-only --attention "
                     "--no-gemv: the attention rows alone)")
     ap.add_argument("--smoke", action="store_true", help="GEMV rows on tiny shapes (with --device cpu under "
@@ -372,7 +376,14 @@ def main() -> int:
         if r:
             rows.append(r)
     if args.attention and (dev.startswith("cuda") or args.smoke):
-        rows += bench_attention(dev, smoke=args.smoke, layers=max(1, args.stream_layers), flush_mode=args.flush)
+        from nbxtensor.runtime.configs import override
+        for cfg in args.attention_config or [None]:
+            with override("decode_attention", **cfg) if cfg else contextlib.nullcontext():
+                got = bench_attention(dev, smoke=args.smoke, layers=max(1, args.stream_layers), flush_mode=args.flush)
+            for r in got:
+                if cfg:
+                    r["row"] += f" {json.dumps(cfg, sort_keys=True)}"
+            rows += got
     if (dev.startswith("cuda") or (args.smoke and args.gemv_only)) and not args.no_gemv:
         rows += bench_gemv(dev, smoke=args.smoke, stream_layers=args.stream_layers, bf16=not args.no_bf16,
                            gemv_config=args.gemv_config, int4_config=args.int4_config, flush_mode=args.flush)
