@@ -295,8 +295,8 @@ def report_launch(nbx, launch, calls: int, only: str) -> None:
                     took = fastlaunch._state["module"].hits() - h0
                     assert took == (1 if c else 0), f"{name}: {took} launches by the C path with it {c and 'on'}"
                 got[c] = _best_us(f, calls)
-            if set_c is None:
-                print(f"{name:58s} {got[None]:7.2f} {got[None]:10.2f} {'':>7s}", flush=True)
+            if set_c is None:   # the floor (or a tree without the C path): one number
+                print(f"{name:58s} {'-':>7s} {got[None]:10.2f} {'':>7s}", flush=True)
             else:
                 print(f"{name:58s} {got[True]:7.2f} {got[False]:10.2f} {got[False] - got[True]:7.2f}", flush=True)
     finally:

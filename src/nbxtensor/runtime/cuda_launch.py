@@ -423,9 +423,9 @@ def launch(kernel, grid, dev, args, meta, planned=None):
         g2 = 1
     else:
         g0, g1, g2 = _grid3(grid, signature_of(kernel), call, tail)
-    if getattr(_ctx_tls, "ctx", -1) != i:
+    if _ctx_tls.__dict__.get("ctx", -1) != i:   # (a thread-local's __dict__: no AttributeError raised inside)
         C.ensure_context(i)
-    m = getattr(_stream_tls, "streams", None)
+    m = _stream_tls.__dict__.get("streams")
     s = m.get(i) if m else None
     stream = 0 if s is None else s.cuda_stream
     if scratch:  # Triton allocates the scratch through a ContextVar hook (set per thread) on the current device
