@@ -3,7 +3,7 @@
 Each case is built once, run once to compile, then run ``--reps`` times. Under ``ncu`` the kernels of interest
 can be picked with ``-k regex:...``. Cases: ``gemv`` (bf16 1x4096->14336 and 1x14336->4096), ``int4`` (Q4_1-style
 4096x14336, the table kernel, the WORD_DECODE kernel and the tensor-core kernel TC), ``decode`` (decode attention, bf16, head dim 128, 32
-query heads over 4 kv heads, batch 8, 32k context), ``argmax`` (max with indices over rows of 8192 bf16),
+query heads over 4 kv heads, batch 8, 32k context), ``decode1`` (the same at batch 1 over 4 kv heads, 4k and 32k), ``argmax`` (max with indices over rows of 8192 bf16),
 ``cols`` (sum over dim 0 of 32768x8192 bf16), ``layer_norm`` (bf16 32768x8192).
 
     ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \\
@@ -59,11 +59,21 @@ def cases(dev: str) -> dict:
         v = nbx.randn(B, Hk, L, D, dtype=bf, device=dev)
         return [lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)]
 
+    def decode1():  # batch 1 (GQA 8) at 4k and 32k: the split and combine kernels of one decode step each
+        calls = []
+        for L in (4096, 32768):
+            q = nbx.randn(1, 32, 1, 128, dtype=bf, device=dev)
+            k = nbx.randn(1, 4, L, 128, dtype=bf, device=dev)
+            v = nbx.randn(1, 4, L, 128, dtype=bf, device=dev)
+            calls.append(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+        return calls
+
     def rows():
         return nbx.randn(32768, 8192, dtype=bf, device=dev)
 
     out["gemv"] = gemv
     out["int4"] = int4
+    out["decode1"] = decode1
     out["decode"] = decode
     out["argmax"] = lambda: (lambda x: [lambda: nbx.max(x, -1)])(rows())
     out["cols"] = lambda: (lambda x: [lambda: nbx.sum(x, 0)])(rows())
