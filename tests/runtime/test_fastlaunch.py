@@ -437,3 +437,48 @@ def test_module_globals_replaced_between_launches_are_seen(env, monkeypatch):
     monkeypatch.setattr(L, "_ENTER", env.chains.enter)
     monkeypatch.setattr(L, "_Tensor", type(nbx.ones(1)))                # another tensor class
     assert c_answer((x,), {}) is M.PYTHON_PATH
+
+
+# -- on a GPU ----------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.skipif(not nbx.cuda.is_available() or L.INTERPRET, reason="no CUDA device (or interpreter tier)")
+def test_on_the_gpu_cached_launches_take_the_c_path_and_compute_the_same():
+    from nbxtensor.runtime.launcher import launch, launch_tail
+    from nbxtensor.runtime.triton_compat import jit, tl
+
+    @jit
+    def axpy(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, a * tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+    n = 10_000
+    xs = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    x, y = nbx.from_numpy(xs).cuda(), nbx.from_numpy(xs[::-1].copy()).cuda()
+    grid = ((n + 255) // 256,)
+    want = 2.5 * xs + xs[::-1]
+    outs = []
+    for c in (False, True):
+        assert L.c_fast_path(c) is c, fastlaunch.status()
+        for k in range(3):                           # the first launch compiles; then the fast path
+            o = nbx.empty(n, dtype=nbx.float32, device="cuda")
+            h = M.hits()
+            launch(axpy, grid, x, y, o, 2.5, n, BLOCK=256)
+            outs.append(o)
+            if k:
+                assert M.hits() == h + (1 if c else 0)
+        s = nbx.cuda.Stream()                        # another stream, a view with an offset, a planned tail
+        with nbx.cuda.stream(s):
+            o = nbx.empty(n + 1, dtype=nbx.float32, device="cuda")
+            launch(axpy, grid, x, y, o[1:], 2.5, n, BLOCK=256)
+            launch(axpy, grid, x, y, o[1:], 2.5, n, BLOCK=256)
+        s.synchronize()
+        outs.append(o[1:])
+        tail = Tail((2.5, n), {"BLOCK": 256})
+        o = nbx.empty(n, dtype=nbx.float32, device="cuda")
+        launch_tail(axpy, grid, (x, y, o), tail)
+        launch_tail(axpy, grid, (x, y, o), tail)
+        outs.append(o)
+    nbx.cuda.synchronize()
+    for o in outs:
+        np.testing.assert_array_equal(o.cpu().numpy(), want.astype(np.float32))

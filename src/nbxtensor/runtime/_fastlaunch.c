@@ -601,6 +601,9 @@ static PyObject *bind(PyObject *self, PyObject *globals) {
   }
   Py_INCREF(globals);
   Py_XSETREF(G, globals);
+#if PY_VERSION_HEX < 0x030C0000
+  gv_tag = 0; /* what was remembered belongs to the dict bound before */
+#endif
   Py_RETURN_NONE;
 }
 
