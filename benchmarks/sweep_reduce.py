@@ -44,7 +44,9 @@ SM instead); reductions' ``UNROLL`` (1, 2, 4: tiles loaded per loop iteration be
 loads where the shape allows) and ``INTERLEAVE`` (a split's super-tiles dealt round-robin, a grid-stride loop);
 ``maxnreg`` a register cap; ``WORDS`` all/any of 1-byte elements read as int32 words of 4 (contiguous
 reduced axis); ``VAR_SHIFT`` variances keep shifted sums per lane instead of Welford's step (ops/reduction.py,
-``_fold``). The reduce rules' launch key also has the fact ``state`` (values per lane: 1 sum and
+``_fold``); ``LSE_EX2`` logsumexp folds each element through one ``ex2.approx.ftz`` (``lse_step_ex2``, its error
+bound in the docstring; the check against the table's output is by the dtype's tolerance). The reduce rules'
+launch key also has the fact ``state`` (values per lane: 1 sum and
 extrema, 2 arg-extrema/logsumexp/aminmax/nanmean, 3 var), so a rule with ``"max_state": 1`` can give the light
 kinds their own setting.
 """
@@ -116,6 +118,16 @@ VARIANTS = {
         {"VAR_SHIFT": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2},
         {"VAR_SHIFT": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4},
         {"VAR_SHIFT": True, "BLOCK_R": 256, "num_warps": 1, "UNROLL": 4},
+    ],
+    # logsumexp along dim -1 (table: the max_state 2 entry, BLOCK_M 1, BLOCK_R 512, 2 warps, EVEN, UNROLL 4; 25.6 loop
+    # instructions per element: libdevice's expf and NaN-testing max/min selects; 37 % in session 4's run). LSE_EX2
+    # folds each element with one ex2.approx.ftz and a max.NaN (ops/reduction.py lse_step_ex2): 10.3 per element.
+    "reduce_rows (logsumexp)": [
+        {"LSE_EX2": True},
+        {"LSE_EX2": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2},
+        {"LSE_EX2": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4},
+        {"LSE_EX2": True, "BLOCK_R": 256, "num_warps": 1, "UNROLL": 4},
+        {"BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4},
     ],
     "reduce_rows (rows=1)": [  # table: BLOCK_R 4096, 8 warps, 1024 chunks of >= 8192 (31 regs: 8 blocks/SM, 1 wave)
         {"BLOCK_R": 2048, "UNROLL": 4, "EVEN": True, "target_programs": 8192, "min_chunk": 16384},  # elementwise-like
@@ -195,7 +207,7 @@ def build_cases(nbx, smoke: bool) -> list[Case]:
     for fname, fn, nstate in (("var", nbx.var, 3), ("logsumexp", nbx.logsumexp, 2)):  # the heavier lane states
         out.append(Case(f"{fname} dim-1", "reduce_rows", fname, [x], lambda t, fn=fn: fn(t[0], -1),
                         lambda t: ((t[0], -1), {}), dict(rows=rows, cols=cols, state=nstate), True,
-                        "reduce_rows (var)" if fname == "var" else None))
+                        f"reduce_rows ({fname})"))
     xb = H.InputSpec((rows, cols), "bool", "normal", seed=4)
     for fname, fn in (("any", nbx.any), ("all", nbx.all)):  # 1-byte elements
         out.append(Case(f"{fname} dim-1 bool", "reduce_rows", fname, [xb], lambda t, fn=fn: fn(t[0], -1),

@@ -256,7 +256,7 @@ def compile_sm90_jit(fn, kind, pre, fin, xt, acc, loadt, values: dict, extra: di
     consts = dict(KIND=kind, PRE=pre, FIN=fin, STAGE=0, HAS_Y=True, HAS_Y2=kind in (R.K_ARGMAX, R.K_MINMAX,
                                                                                   R.K_WELFORD),
                   LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None,
-                  UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False)
+                  UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False, LSE_EX2=False)
     consts.update(extra)
     sig, attrs = {}, {}
     for i, n in enumerate(fn.arg_names):

@@ -559,6 +559,118 @@ def test_fast_bodies_round_like_the_oracle(name, dt, device):
     H.check_fast_dense(registry.get(name), {}, dt, device)
 
 
+# The alternative bodies behind config keys (ops/pointwise.py ``Alt``; default off, for the H200 sweeps)
+ALT_UNARY = [("cosh", "ALT_COSH"), ("rsqrt", "ALT_RSQRT")]
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("name,key", ALT_UNARY, ids=[n for n, _ in ALT_UNARY])
+def test_alt_bodies_round_like_the_oracle(name, key, dt, device):
+    """cosh (one ex2.approx and one rcp.approx) and rsqrt (libdevice's rsqrtf: rsqrt.approx.f32) behind their
+    config keys: every finite float16/bfloat16 input within the tolerance of the oracle, at most one unit in the
+    last place from the correctly rounded value and equal to it but next to rounding ties."""
+    from nbxtensor.runtime.configs import override
+    if device == "cpu" and not H.INTERPRET:
+        pytest.skip("the cpu device computes with NumPy; the bodies run under the interpreter or on a GPU")
+    with override("pointwise", **{key: 1}):
+        H.check_fast_dense(registry.get(name), {}, dt, device)
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16, T.float32], ids=["bfloat16", "float16", "float32"])
+def test_alt_bodies_special_values(dt, device):
+    """Special values through ``ALT_COSH`` / ``ALT_RSQRT`` as PyTorch: cosh(+-0) = 1, cosh(+-inf) = inf, cosh
+    past float32's overflow (89.5) = inf, subnormals -> 1, NaN -> NaN; rsqrt(+-0) = +-inf, rsqrt(inf) = +0,
+    negatives and NaN -> NaN, subnormal inputs not flushed (float32: rsqrt(2**-140) = 2**70). float32 results of
+    cosh keep the default body (the key serves 16-bit results only): bit-equal with and without it. Other ops
+    ignore the keys."""
+    from nbxtensor.runtime.configs import override
+    sub = {T.bfloat16: 2.0 ** -130, T.float16: 2.0 ** -24, T.float32: 2.0 ** -140}[dt]
+    xs = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, sub, -sub, 1.0, 4.0, 0.25, -2.0, 89.5, -89.5, 10.0], np.float32)
+    x = nbx.from_numpy(cast_array(xs, T.float32, dt)).to(device)
+    with override("pointwise", ALT_COSH=1, ALT_RSQRT=1):
+        c = H.result_host(nbx.cosh(x)).astype(np.float64)
+        r = H.result_host(nbx.rsqrt(x)).astype(np.float64)
+        e = H.result_host(nbx.exp(x)).astype(np.float64)
+    assert c[:2].tolist() == [1.0, 1.0] and c[2] == c[3] == np.inf and np.isnan(c[4]) and c[5] == c[6] == 1.0
+    assert c[11] == c[12] == np.inf or dt is T.float16
+    assert c[7] == pytest.approx(np.cosh(1.0), rel=4e-3) and c[13] == pytest.approx(np.cosh(10.0), rel=4e-3)
+    assert r[0] == np.inf and r[1] == -np.inf and r[2] == 0.0 and not np.signbit(r[2])
+    assert np.isnan(r[[3, 4, 6, 10]]).all() and r[7] == 1.0 and r[8] == 0.5 and r[9] == 2.0
+    assert r[5] == pytest.approx(sub ** -0.5, rel=4e-3)
+    np.testing.assert_array_equal(e, H.result_host(nbx.exp(x)).astype(np.float64))
+    if dt is T.float32:
+        np.testing.assert_array_equal(c, H.result_host(nbx.cosh(x)).astype(np.float64))
+        rng = np.random.default_rng(3)
+        v = np.concatenate([rng.uniform(0, 1e4, 4096), 2.0 ** rng.uniform(-149, 127, 4096)]).astype(np.float32)
+        t = nbx.from_numpy(v).to(device)
+        with override("pointwise", ALT_RSQRT=1):
+            got = H.result_host(nbx.rsqrt(t))
+        H.assert_close(got, registry.get("rsqrt").oracle(v.astype(np.float64)), T.float32, what="ALT_RSQRT")
+
+
+def _ulps16(got, exp):
+    a, b = got.view(np.uint16).astype(np.int64), exp.view(np.uint16).astype(np.int64)
+    return np.where((a >> 15) == (b >> 15), np.abs(a - b), (a & 0x7FFF) + (b & 0x7FFF))
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=["bfloat16", "float16"])
+def test_alt_pow_rounds_like_the_oracle(dt, device):
+    """``ALT_POW`` (2**(y log2|x|), ops/elementwise.py ``_pow_a``): every finite float16/bfloat16 base to scalar
+    exponents (integers odd and even, halves, thirds, large ones) and random tensor exponents, within the tolerance
+    of the float64 oracle, at most one unit in the last place from the correctly rounded value and equal to it for
+    all but 1 % of the inputs."""
+    from nbxtensor.runtime.configs import override
+    if device == "cpu" and not H.INTERPRET:
+        pytest.skip("the cpu device computes with NumPy; the bodies run under the interpreter or on a GPU")
+    x = H.dense_values(dt)
+    x = x[np.isfinite(x.astype(np.float32))]
+    x64 = cast_array(x, dt, T.float64)
+    rng = np.random.default_rng(8)
+    ys = cast_array(rng.uniform(-6, 6, x.size), T.float64, dt)
+    xt = nbx.from_numpy(x).to(device)
+    for y in (2.5, 3.0, -3.0, -1.5, 0.5, 1 / 3, 20.0, "tensor"):
+        with override("pointwise", ALT_POW=1):
+            got = H.result_host(nbx.pow(xt, nbx.from_numpy(ys).to(device) if y == "tensor" else y))
+        y64 = cast_array(ys, dt, T.float64) if y == "tensor" else np.float64(np.float32(y))
+        with np.errstate(all="ignore"):
+            e = np.power(x64, y64)
+        ok = np.isfinite(e) & (e != 0)
+        exp = cast_array(e[ok], T.float64, dt)
+        H.assert_close(got[ok], exp, dt, what=f"ALT_POW y={y}")
+        ulps = _ulps16(got[ok], exp)
+        assert ulps.max() <= 1 and (ulps > 0).mean() < 0.01, (y, int(ulps.max()), float((ulps > 0).mean()))
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16, T.float32], ids=["bfloat16", "float16", "float32"])
+def test_alt_pow_special_values(dt, device):
+    """``ALT_POW`` on every pair of special bases and exponents gives C99's pow (PyTorch's) bit for bit, signed zeros
+    and infinities included: pow(x, 0) = pow(1, y) = 1 (NaN too), pow(-1, +-inf) = 1, negative finite bases to
+    non-integer exponents NaN, odd integer exponents keep the base's sign (-0, -inf), 0 and inf to positive and
+    negative powers, subnormal bases (bfloat16, float32). float32 results keep libdevice's powf: bit-equal with and
+    without the key."""
+    from nbxtensor.runtime.configs import override
+    sub = {T.bfloat16: 2.0 ** -130, T.float16: 2.0 ** -24, T.float32: 2.0 ** -140}[dt]
+    vals = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 2.5, -2.5, np.inf, -np.inf, np.nan, sub,
+                     -sub, 0.25, 7.0, -7.0, 1e-3, 100.0], np.float32)
+    xs, ys = np.meshgrid(vals, vals, indexing="ij")
+    xh, yh = cast_array(xs.ravel(), T.float32, dt), cast_array(ys.ravel(), T.float32, dt)
+    x, y = nbx.from_numpy(xh).to(device), nbx.from_numpy(yh).to(device)
+    with override("pointwise", ALT_POW=1):
+        got = H.result_host(nbx.pow(x, y)).astype(np.float64)
+    with np.errstate(all="ignore"):
+        e = cast_array(np.power(cast_array(xh, dt, T.float64), cast_array(yh, dt, T.float64)), T.float64, dt)
+    e = np.asarray(e).astype(np.float64)
+    special = ~np.isfinite(e) | (e == 0) | (np.abs(cast_array(xh, dt, T.float64)) == 1) | (yh.astype(np.float64) == 0)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(e))
+    fin = ~np.isnan(e)
+    assert (got[fin & special] == e[fin & special]).all() and (np.signbit(got[fin]) == np.signbit(e[fin])).all()
+    from nbxtensor.dtypes.tolerance import tolerance
+    tol = tolerance(dt)
+    np.testing.assert_allclose(got[fin & ~special], e[fin & ~special], rtol=tol.rtol, atol=tol.atol)
+    if dt is T.float32:
+        np.testing.assert_array_equal(got, H.result_host(nbx.pow(x, y)).astype(np.float64))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Floor division and remainder of floats: the one-division kernels (ops/triton_helpers.py) against ATen's
 # fmod-based formulas evaluated by NumPy (elementwise._np_div_floor / _np_remainder), bit for bit

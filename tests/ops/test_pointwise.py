@@ -523,6 +523,42 @@ def test_sm90_bf16_instruction_budget(op, monkeypatch):
     assert per <= budget, f"{op}: {per:.1f} SASS instructions per element, budget {budget}"
 
 
+# Alternative bodies behind config keys (ops/pointwise.py ``Alt``): (call, key, SASS instructions per element
+# allowed with the key, at least this many without it). sm_90, bf16 32768x8192-like launches, measured
+# 2026-11-30: cosh 25.25 -> 8.62 (libdevice coshf: FRND argument reduction, selects; the key: ex2.approx.ftz +
+# rcp.approx), rsqrt 49.12 -> 8.00 (IEEE sqrt and division with slow-path calls; the key: MUFU.RSQ with its
+# subnormal rescale), float32 rsqrt 48.12 -> 7.25, pow 124.12 -> 60.25 and pow(x, 2.5) 118.38 -> 51.38 (libdevice's
+# double-float powf with its branches; the key: exponent bits, the atanh series, ex2.approx and C99's special cases
+# as selects).
+_ALT_BUDGETS = {
+    "cosh": (lambda nbx: nbx.cosh(_e()), "ALT_COSH", 9, 20),
+    "rsqrt": (lambda nbx: nbx.rsqrt(_e()), "ALT_RSQRT", 8, 40),
+    "rsqrt f32": (lambda nbx: nbx.rsqrt(_e(nbx.float32)), "ALT_RSQRT", 7.5, 40),
+    "pow": (lambda nbx: nbx.pow(_e(), _e()), "ALT_POW", 61, 100),
+    "pow scalar": (lambda nbx: nbx.pow(_e(), 2.5), "ALT_POW", 52, 100),
+}
+
+
+@pytest.mark.skipif(H.INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler")
+@pytest.mark.parametrize("op", list(_ALT_BUDGETS))
+def test_sm90_alt_bodies_instruction_budget(op, monkeypatch):
+    """The ``ALT_*`` bodies compiled for sm_90 as the JIT specializes them: 16-byte accesses, within their budget,
+    well below the default body's count; rsqrt's is the non-flushing ``rsqrt.approx.f32`` (nvcc's rsqrtf)."""
+    from nbxtensor.runtime import configs
+    call, key, budget, before = _ALT_BUDGETS[op]
+    kernel, kargs, meta = _bf16_launch(lambda: call(nbx), monkeypatch)
+    base, _ = _sass_per_element(_compile_as_jit(kernel, kargs, meta), meta)
+    with configs.override("pointwise", **{key: 1}):
+        kernel, kargs, meta = _bf16_launch(lambda: call(nbx), monkeypatch)
+    c = _compile_as_jit(kernel, kargs, meta)
+    per, ops = _sass_per_element(c, meta)
+    assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
+    assert per <= budget and base >= before, f"{op}: {per:.2f} SASS instructions per element with {key} " \
+        f"(budget {budget}), {base:.2f} without"
+    if key == "ALT_RSQRT":
+        assert "rsqrt.approx.f32" in c.asm["ptx"] and "rsqrt.approx.ftz" not in c.asm["ptx"]
+
+
 @pytest.mark.skipif(H.INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler")
 def test_sm90_conversions_use_the_hardware_where_exact(monkeypatch):
     """Compiled kernels narrow float32 with the GPU's cvt instructions (round to nearest even; e4m3fn saturating,

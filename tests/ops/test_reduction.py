@@ -449,7 +449,9 @@ _LOOP_SETTINGS = [dict(UNROLL=2), dict(UNROLL=4, EVEN=True),
                   dict(UNROLL=2, INTERLEAVE=True, target_per_sm=4, min_chunk=8),
                   dict(UNROLL=4, EVEN=True, target_per_sm=16, min_chunk=4),
                   dict(UNROLL=4, EVEN=True, VAR_SHIFT=True), dict(UNROLL=2, VAR_SHIFT=True, target_per_sm=4, min_chunk=8),
-                  dict(UNROLL=2, VAR_SHIFT=True, INTERLEAVE=True, target_per_sm=4, min_chunk=8)]
+                  dict(UNROLL=2, VAR_SHIFT=True, INTERLEAVE=True, target_per_sm=4, min_chunk=8),
+                  dict(UNROLL=4, EVEN=True, LSE_EX2=True),
+                  dict(UNROLL=2, LSE_EX2=True, INTERLEAVE=True, target_per_sm=4, min_chunk=8)]
 
 
 @pytest.mark.parametrize("n", [128, 77])  # a multiple of every super-tile here (EVEN), and a ragged length
@@ -567,7 +569,7 @@ def test_kernels_compile_for_sm90(case, stage):
     consts = dict(KIND=kind, PRE=pre, FIN=fin, STAGE=stage, HAS_Y=True, HAS_Y2=kind in (R.K_ARGMAX, R.K_MINMAX,
                                                                                       R.K_WELFORD),
                   LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None,
-                  UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False)
+                  UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False, LSE_EX2=False)
     H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=2, BLOCK_R=2048), num_warps=8)
     H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=16, BLOCK_I=256), num_warps=8)
     if stage == 0 and kind in (R.K_SUM, R.K_ARGMAX) and xt == "*bf16":
@@ -871,3 +873,91 @@ def test_variant_kernels_cut_instructions_on_sm90():
     shifted = loop_and_loads(R.K_WELFORD, R.P_NONE, R.F_VAR, "*bf16", tl.float32, tl.float32,
                              dict(var, VAR_SHIFT=True), 2, 8192)
     assert sum("LDG.E.128" in i for i in shifted) == 4 and len(shifted) < 0.6 * len(welford)
+
+
+def _lse64(a: np.ndarray) -> np.ndarray:
+    """float64 logsumexp over the last axis with PyTorch's special values: NaN anywhere -> NaN, a +-inf maximum ->
+    that infinity."""
+    a = a.astype(np.float64)
+    m = a.max(-1)
+    with np.errstate(all="ignore"):
+        s = np.exp(a - np.where(np.isfinite(m), m, 0.0)[..., None]).sum(-1)
+        r = np.where(np.isfinite(m), m + np.log(s), m)
+    return np.where(np.isnan(a).any(-1), np.nan, r)
+
+
+def _lse_ex2_bound(n_lane: int) -> float:
+    """reduction.lse_step_ex2's bound on the lane sums' relative error after ``n_lane`` folds."""
+    return n_lane * 2.0 ** -24 * (8 + 3 * math.log(max(n_lane, 1)))
+
+
+def test_lse_ex2_special_values_and_worst_cases(device):
+    """``LSE_EX2`` (logsumexp's fold through ``ex2.approx``) against the float64 oracle: rows where every element is a
+    new maximum of its lane at steps around the ``|d|`` that maximise the bound's terms (1, ln n_l, 1/4, 8), a
+    constant row, huge, subnormal and signed-zero rows, and the special values (all -inf, all +inf, +inf with
+    -inf, a NaN, one finite element among -inf), within the table's tolerance and within the docstring's bound;
+    through one stage and through a split (stage 2 keeps libdevice's combine); float64 inputs ignore the key."""
+    from nbxtensor.runtime.configs import override
+    R, blk = 512, 8
+    n_l = R // blk
+    i = np.arange(R, dtype=np.float64)
+    rng = np.random.default_rng(5)
+    rows = [i / blk - 100, i * 3 / blk, i / (4 * blk), i * 8 / blk - 5000,   # per lane |d| = 1, 3, 1/4, 8
+            np.full(R, 3.25), 1e30 + 0 * i, np.full(R, 1e-40), np.where(i % 2 == 0, 0.0, -0.0),
+            rng.standard_normal(R) * 10, np.sin(i) * 50]
+    special = [np.full(R, -np.inf), np.full(R, np.inf), np.where(i % 3 == 0, np.inf, -np.inf),
+               np.where(i == 300, np.nan, i / blk), np.where(i == 234, 2.5, -np.inf)]
+    a = np.stack(rows + special).astype(np.float32)
+    x = nbx.from_numpy(a).to(device)
+    exp = _lse64(a)
+    tile = dict(BLOCK_M=16, BLOCK_R=blk, UNROLL=1)  # one program per chunk: quick under the interpreter
+    with override("reduce_rows", **tile):
+        ref = H.host(nbx.logsumexp(x, 1))
+    for split in ({}, dict(target_programs=64, min_chunk=64)):
+        with override("reduce_rows", LSE_EX2=True, **tile, **split):
+            got = H.host(nbx.logsumexp(x, 1))
+        H.assert_close(got, exp, nbx.float32, reduced=R, what=f"LSE_EX2 {split}")
+        fin = np.isfinite(exp)
+        err = np.abs(got[fin].astype(np.float64) - exp[fin])
+        # the bound plus the final log's and the lanes' tree's roundings (a few ulp of the result)
+        assert (err <= _lse_ex2_bound(n_l) + 8 * 2.0 ** -24 * np.maximum(np.abs(exp[fin]), 1)).all(), (split, err)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+        np.testing.assert_array_equal(got[~fin], exp[~fin])
+        assert got[len(rows) + 4] == np.float32(2.5)
+    # bfloat16 input: the same states, rounded once
+    xb = x.to(nbx.bfloat16)
+    with override("reduce_rows", LSE_EX2=True, **tile):
+        gb = H.host(nbx.logsumexp(xb, 1))
+    H.assert_close(gb, _lse64(H.host(xb.float())).astype(np.float32), nbx.bfloat16, what="LSE_EX2 bf16")
+    # float64 accumulation keeps libdevice's path: bit-equal with and without the key
+    xd = x.double()
+    with override("reduce_rows", **tile):
+        d0 = H.host(nbx.logsumexp(xd, 1))
+    with override("reduce_rows", LSE_EX2=True, **tile):
+        d1 = H.host(nbx.logsumexp(xd, 1))
+    np.testing.assert_array_equal(d0, d1)
+
+
+def test_lse_ex2_cuts_the_loop_on_sm90():
+    """Offline sm_90 evidence for ``LSE_EX2``: logsumexp of contiguous bfloat16 32768x8192 rows on the sm90 table's
+    rule (BLOCK_R 512, 2 warps, UNROLL 4, EVEN) spends 25.6 SASS instructions per element in the main loop with
+    libdevice's expf and NaN-testing max/min selects, and at most 10.5 with the key (one MUFU.EX2, one max.NaN,
+    no NaN tests)."""
+    reason = H.aot_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import triton.language as tl
+    from nbxtensor.ops import reduction as R
+
+    def loop(extra):
+        k = H.compile_sm90_jit(R._reduce_rows_kernel, R.K_LSE, R.P_NONE, R.F_LSE, "*bf16", tl.float32, tl.float32,
+                               dict(O=32768, R=8192, chunk=8192, n_total=8192, sxo=8192, sxr=1, syo=1, sy2o=1),
+                               dict(BLOCK_M=1, BLOCK_R=512, UNROLL=4, EVEN=True, **extra), 2)
+        ops = [i.split()[1] if i.startswith("@") else i.split()[0] for i in H.main_loop(k.asm["sass"])]
+        return [o for o in ops if not o.startswith("NOP")]
+    per_thread = 512 * 4 / 64
+    base, fast = loop({}), loop(dict(LSE_EX2=True))
+    assert len(base) / per_thread > 20, len(base) / per_thread
+    assert len(fast) / per_thread <= 10.5, len(fast) / per_thread
+    assert fast.count("MUFU.EX2") == per_thread and fast.count("FMNMX.NAN") == per_thread
+    assert not any(o.startswith("FSETP.NAN") for o in fast)

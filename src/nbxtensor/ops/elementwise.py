@@ -14,7 +14,9 @@ the GPU (accurate to a few ulp; correctly rounded division and square root), Num
 On the GPU float32 follows PyTorch's CUDA build (nvcc defaults): subnormals are not flushed to zero (libdevice
 compiled without FTZ, :data:`.triton_helpers.IEEE_OPTIONS`), division and square root are IEEE
 (:func:`.triton_helpers.div_rn`, :func:`~.triton_helpers.sqrt_rn`, never Triton's approximate float32 ``/``),
-and max/min/clamp propagate NaN.
+and max/min/clamp propagate NaN. Alternative bodies behind config keys (default off, for the H200 sweeps; results
+within the tolerance table, PyTorch's special values): ``ALT_RSQRT`` (libdevice's rsqrtf, nvcc's), ``ALT_COSH`` and
+``ALT_POW`` (16-bit results: ex2.approx / rcp.approx formulas).
 Formulas follow ATen's CPU kernels where PyTorch defines edge cases (sources in each docstring).
 
 Integer division by zero (``floor_divide``, ``remainder``, ``fmod``, ``div`` with a rounding mode): the
@@ -35,7 +37,7 @@ from ..dtypes.promotion import get_default_dtype
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 from ..tensor.core import Tensor
 from . import triton_helpers as H
-from .pointwise import _cvt, declare, launch_pointwise
+from .pointwise import Alt, _cvt, declare, launch_pointwise
 from .triton_helpers import libdevice
 
 __all__ = ["ALL", "STD", "FLOATS", "INTS", "FP8", "NO_FP8", "INT_LIKE", "nan_maximum", "nan_minimum"]
@@ -97,6 +99,19 @@ def _rcp_f(d):
                                       pack=1)
     else:
         r = 1.0 / d
+    return r
+
+
+@jit
+def _ex2_f(t):
+    """2**t for float32 t >= -126 (or +-inf, NaN), for the fast bodies: ex2.approx.ftz.f32, one MUFU.EX2, relative
+    error about 2**-22 (PTX ISA). Triton's ``tl.exp2`` under the IEEE launch options is ex2.approx.f32, which
+    ptxas widens with a range test and two rescaling multiplies for subnormal results, which cannot occur here."""
+    if _HW_CVT:
+        r = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [t], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        r = tl.exp2(t)
     return r
 
 
@@ -243,6 +258,16 @@ def _rsqrt_b(x, p0, p1, p2):
 
 
 @jit
+def _rsqrt_a(x, p0, p1, p2):
+    # ALT_RSQRT (float32 compute): libdevice's rsqrtf, which without flush-to-zero is one rsqrt.approx.f32 (MUFU.RSQ
+    # with a subnormal rescale): the function ATen's CUDA rsqrt kernel calls (::rsqrt -> rsqrtf), 2 ulp (CUDA C
+    # Programming Guide, "Single-Precision Floating-Point Functions"; float32's tolerance allows ~10), IEEE special
+    # values: rsqrt(+-0) = +-inf, rsqrt(+inf) = +0, negative and NaN -> NaN. The default body divides correctly
+    # rounded by a correctly rounded sqrt (49 SASS instructions per element on sm_90, branches and calls; this: 7).
+    return libdevice.rsqrt(x)
+
+
+@jit
 def _recip_b(x, p0, p1, p2):
     return H.div_rn(tl.full(x.shape, 1.0, x.dtype), x)
 
@@ -298,6 +323,18 @@ def _sinh_f(x, p0, p1, p2):
     t = tl.exp2(a * 1.4426950408889634 - 1.0)
     big = libdevice.copysign(t - 0.25 * _rcp_f(t), x)
     return tl.where(a < 0.5, x + (x * w) * p, big)
+
+
+@jit
+def _cosh_a(x, p0, p1, p2):
+    # ALT_COSH (16-bit results): t + 1/(4t), t = e^|x| / 2 = 2**(|x| log2(e) - 1) (one ex2.approx, one rcp.approx):
+    # no overflow before cosh itself overflows (t = inf from |x| = 89.4, as cosh in float32), no cancellation (a sum
+    # of positives); relative error below 2**-20 + |x| 2**-24 (the rounded exp2 argument), 2**-17 at the float32
+    # overflow threshold (the accuracy argument of the fast bodies above). cosh(+-0) = 1 exactly (t = 0.5),
+    # +-inf -> +inf, NaN -> NaN. libdevice's coshf, the default: 25 SASS instructions per element on sm_90
+    # (argument reduction with FRND, two exps' worth of fix-ups); this: 8.6.
+    t = _ex2_f(tl.abs(x) * 1.4426950408889634 - 1.0)
+    return t + 0.25 * _rcp_f(t)
 
 
 @jit
@@ -458,7 +495,8 @@ _float_unary("log10", _log10_b, np.log10, _or_f(lambda x: np.log(x) / np.log(10.
 _float_unary("log1p", _log1p_b, np.log1p,
              _or_f(lambda x: np.where(np.abs(x) < 1e-4, x - x * x / 2 + x ** 3 / 3, np.log(1 + x))), domain="gt-1")
 _float_unary("sqrt", _sqrt_b, np.sqrt, _or_f(lambda x: np.power(x, 0.5)), domain="positive")
-_float_unary("rsqrt", _rsqrt_b, lambda x: 1 / np.sqrt(x), _or_f(lambda x: 1.0 / np.sqrt(x)), domain="positive")
+_float_unary("rsqrt", _rsqrt_b, lambda x: 1 / np.sqrt(x), _or_f(lambda x: 1.0 / np.sqrt(x)), domain="positive",
+             alt=Alt("ALT_RSQRT", _rsqrt_a))
 _float_unary("reciprocal", _recip_b, np.reciprocal, _or_f(lambda x: 1.0 / x), domain="nonzero")
 _float_unary("sin", _sin_b, np.sin, _or_f(np.sin))
 _float_unary("cos", _cos_b, np.cos, _or_f(np.cos))
@@ -472,7 +510,8 @@ _float_unary("atan", _atan_b, np.arctan, _or_f(lambda x: np.arctan2(x, 1.0)), al
 _float_unary("sinh", _sinh_b, np.sinh, _or_f(lambda x: np.where(np.abs(x) < 1e-3, x + x ** 3 / 6 + x ** 5 / 120,
                                                                  (np.exp(x) - np.exp(-x)) / 2)), domain="small",
              fast=_sinh_f)
-_float_unary("cosh", _cosh_b, np.cosh, _or_f(lambda x: (np.exp(x) + np.exp(-x)) / 2), domain="small")
+_float_unary("cosh", _cosh_b, np.cosh, _or_f(lambda x: (np.exp(x) + np.exp(-x)) / 2), domain="small",
+             alt=Alt("ALT_COSH", _cosh_a, narrow=True))
 _float_unary("tanh", _tanh_b, np.tanh, _or_f(np.tanh), namespaces=("torch", "functional"))
 _float_unary("asinh", _asinh_b, np.arcsinh,
              _or_f(lambda x: np.where(np.isinf(x), x,
@@ -1140,6 +1179,46 @@ def _pow_b(x, y, p0, p1, p2):
     return r
 
 
+@jit
+def _pow_a(x, y, p0, p1, p2):
+    # ALT_POW (16-bit results; float32 compute): 2**(y log2|x|) with log2 from the exponent and the atanh series,
+    # instead of libdevice's powf (double-float log and exp, 124 SASS instructions per element on sm_90 with both
+    # branches). log2|x| = k + log2(m), m in [sqrt(1/2), sqrt(2)) (subnormals scaled by 2**23 first), log2(m) =
+    # (2 / ln 2) atanh(s) = s Q(s**2), s = f / (2 + f), f = m - 1 (exact), s = f * rcp.approx(2 + f) (1 ulp + a
+    # rounding); Q is the series through s**8 (|s| <= 0.1716: truncation below 2.1e-9 relative). The logarithm's
+    # relative error is below 2**-21.5, so 2**t, t = y log2|x|, is off by ln 2 |t| 2**-21.5 (+ ex2.approx's
+    # 2**-22): 2**-17.5 for |t| <= 8 and 2**-14 at the float32 range's end (|t| = 133), under the 2**-9 / 2**-12 of
+    # a bfloat16 / float16 half-ulp (the tolerance table allows 1.6e-2 / 1e-3). ex2.approx.f32 without flush-to-zero
+    # keeps subnormal results. Special values as C99 pow (PyTorch's): y == 0 or x == 1 -> 1 (NaN operands too),
+    # x == -1 and y == +-inf -> 1, a negative finite x to a finite non-integer y -> NaN, an odd integer y keeps x's sign
+    # (x = -0 and -inf included), 0 and inf through log2 = -inf / +inf (0**-y = inf, inf**-y = 0, ...), NaN
+    # otherwise propagated.
+    a = tl.abs(x)
+    sub = a < 1.1754943508222875e-38
+    a2 = tl.where(sub, a * 8388608.0, a)
+    ib = a2.to(tl.int32, bitcast=True)
+    k = (ib - 0x3F3504F3) >> 23              # 0x3F3504F3: sqrt(1/2)
+    f = (ib - (k << 23)).to(tl.float32, bitcast=True) - 1.0
+    d = f + 2.0
+    s = f * _rcp_f(d)
+    z = s * s
+    q = z * 0.32059889797532520 + 0.41219858311113240    # (2 / ln 2) / 9, / 7
+    q = q * z + 0.57707801635558536                       # / 5
+    q = q * z + 0.96179669392597560                       # / 3
+    q = q * z + 2.8853900817779268                        # 2 / ln 2
+    lg = (k.to(tl.float32) - tl.where(sub, 23.0, 0.0)) + s * q
+    lg = tl.where(a2 < float("inf"), lg, a2)              # +inf, NaN
+    lg = tl.where(a2 == 0, float("-inf"), lg)
+    res = tl.exp2(y * lg)
+    h = 0.5 * y
+    dh = h - tl.floor(h)                                  # 0: even, 0.5: odd, else no integer (NaN: +-inf, NaN)
+    nonint = (dh != 0.0) & (dh != 0.5) & (dh == dh)
+    res = tl.where((x < 0) & (a < float("inf")) & nonint, float("nan"), res)
+    res = tl.where(dh == 0.5, libdevice.copysign(res, x), res)
+    one = (y == 0) | (x == 1) | ((x == -1) & (tl.abs(y) == float("inf")))
+    return tl.where(one, 1.0, res)
+
+
 def _np_pow(x, y):
     if x.dtype == np.bool_:
         return x | ~np.asarray(y, dtype=bool)
@@ -1188,6 +1267,7 @@ def _pow_prepare(a, prom):
 
 
 declare("pow", "pow(Tensor|Scalar input, Tensor|Scalar exponent, *, Tensor? out=None)", family=_FAM, body=_pow_b,
+        alt=Alt("ALT_POW", _pow_a, narrow=True),
         cpu=_np_pow, oracle=_or_pow, promotion="default", dtypes=NUM | {T.bool_}, domain="pow", prepare=_pow_prepare,
         flops=8, refused=frozenset({T.bool_}),   # bool ** bool tensors: PyTorch's NotImplementedError (error data)
         inplace=True, dunders={"__pow__": "fwd", "__rpow__": "rev", "__ipow__": "inplace"},

@@ -27,7 +27,9 @@ What the generated launch does:
   without flush-to-zero); bodies divide with :func:`~.triton_helpers.div_rn` and clamp with NaN-propagating
   maxima and minima. Outputs of 16-bit floats may take a ``fast`` body instead (:func:`launch_pointwise`;
   ops/activation.py): float32 within a few ulp, which rounds to the same float16/bfloat16 values except next
-  to rounding ties.
+  to rounding ties. An op may also carry an alternative body (:class:`Alt`) behind its own config key
+  (``ALT_<OP>``, default off): cheaper instruction sequences whose results differ from the default body's within
+  the tolerance table, for the sweeps to time before the table turns one on.
 - **Schedule** from the config table (``BLOCK``, ``num_warps``, ``EVICT``, ``programs_per_sm``: see
   :func:`launch_pointwise`; benchmarks/sweep_pointwise.py times candidates on the GPU).
 - Zero-size outputs launch nothing (the dispatcher returns before calling the implementation).
@@ -55,12 +57,25 @@ from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..tensor.core import Tensor, host_view
 from .triton_helpers import TL_DTYPES, convert, ieee_options
 
-__all__ = ["MAX_RANK", "NARROW", "collapse", "make", "numpy_impl", "tl_dtype", "compute_tl", "launch_pointwise"]
+__all__ = ["MAX_RANK", "NARROW", "Alt", "collapse", "make", "numpy_impl", "tl_dtype", "compute_tl",
+           "launch_pointwise"]
 
 MAX_RANK = 5
 _I32_LIMIT = 2 ** 31
 # Outputs whose rounding (8 or 11 significant bits) hides a few ulp of float32 error: the ``fast`` bodies serve them.
 NARROW = (T.bfloat16, T.float16)
+
+
+class Alt:
+    """An op's alternative ``@jit`` body behind config key ``key`` (``"ALT_RSQRT"``; default off), used where the
+    kernel computes in float32 (float32, float16 and bfloat16 results), or only for 16-bit float results when
+    ``narrow`` (bodies whose float32 error exceeds float32's tolerance but disappears in a 16-bit rounding)."""
+
+    __slots__ = ("key", "body", "narrow")
+
+    def __init__(self, key: str, body, narrow: bool = False):
+        assert key.startswith("ALT_"), key
+        self.key, self.body, self.narrow = key, body, narrow
 
 
 def tl_dtype(d: DType):
@@ -374,7 +389,7 @@ def _sm_count(device) -> int:
 
 
 def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals: Sequence = (), *,
-                     raw: int = 0, op: str = "pointwise", fast=None) -> None:
+                     raw: int = 0, op: str = "pointwise", fast=None, alt: Alt | None = None) -> None:
     """Launch ``body`` over ``out`` (any strides) and ``inputs`` (tensors of ``out.shape``, any strides, or
     scalars), computing in ``compute`` (opmath applied here) with up to three scalar parameters ``pvals``.
 
@@ -385,6 +400,8 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         fast: a second body for outputs of 16-bit floats (see :data:`NARROW`), computed in float32 with a few
             ulp of float32 error instead of nvcc's correctly rounded division and libdevice's full-range
             functions; the launch config's ``FAST`` (default 1) turns it off for sweeps.
+        alt: the op's :class:`Alt`, taken (before ``fast``) when the launch config sets its key; every ``ALT_*``
+            key of the config is consumed here, whichever op it names.
 
     Launch settings read from the config table besides ``BLOCK`` and the compile options: ``HW_CVT``
     (default on for compiled kernels: the GPU's conversion instructions where they are exact, see
@@ -395,7 +412,7 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
     Everything but the operands' addresses and scalar values is a function of the layouts, dtypes and config
     state, so it is planned once per key (:func:`_plan_key`) and a repeated call only assembles its arguments.
     """
-    key = _plan_key(body, out, inputs, compute, pvals, raw, op, fast)
+    key = _plan_key(body, out, inputs, compute, pvals, raw, op, fast, alt)
     plan = _PLANS.get(key)
     if plan is not None:
         kernel, grid, tail, is_float, folded = plan
@@ -424,7 +441,7 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         # Split over the outermost dim and recurse (layouts deeper than MAX_RANK after collapsing are rare).
         for i in range(shape[0]):
             launch_pointwise(body, out.select(0, i), [x.select(0, i) if isinstance(x, Tensor) else x for x in inputs],
-                             compute, pvals, raw=raw, op=op, fast=fast)
+                             compute, pvals, raw=raw, op=op, fast=fast, alt=alt)
         return
     rank = len(cshape)
     numel = out.numel()
@@ -450,8 +467,14 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         strd.extend(next(it) if isinstance(x, Tensor) else (0,) * MAX_RANK)
     cfg = launch_config(op, out.device, dtypes=(out.dtype,), numel=numel)
     block = cfg.pop("BLOCK")
-    if cfg.pop("FAST", 1) and fast is not None and out.dtype in NARROW and compute_tl(compute) == tl.float32:
+    use_alt = False
+    for k in [k for k in cfg if k.startswith("ALT_")]:
+        use_alt = bool(cfg.pop(k)) and alt is not None and k == alt.key or use_alt
+    f32 = compute_tl(compute) == tl.float32
+    if cfg.pop("FAST", 1) and fast is not None and out.dtype in NARROW and f32:
         body = fast
+    if use_alt and f32 and (not alt.narrow or out.dtype in NARROW):
+        body = alt.body
     hw = bool(cfg.pop("HW_CVT", not INTERPRET)) and not INTERPRET
     evict = int(cfg.pop("EVICT", 0))
     tiles = (numel + block - 1) // block
@@ -490,14 +513,15 @@ _PLANS: dict = {}
 _MAX_PLANS = 4096
 
 
-def _plan_key(body, out: Tensor, inputs: Sequence, compute: DType, pvals: Sequence, raw: int, op: str, fast) -> tuple:
+def _plan_key(body, out: Tensor, inputs: Sequence, compute: DType, pvals: Sequence, raw: int, op: str, fast,
+              alt=None) -> tuple:
     """What a launch's plan depends on: the bodies (by identity: the plan holds them, so an id is never reused
     while its plan lives), op, raw bits, compute dtype, parameter count, the output's and each tensor operand's
     dtype, shape and strides (2 marks a scalar operand), the device, and the launch-config state (architecture
     lookup, overrides, and the ``launch_config`` this module calls: tests replace it). Addresses (storage offsets
     included) and scalar values are per-call arguments."""
     dev = out._storage.device
-    key = (id(body), id(fast), op, raw, compute, len(pvals), out._dtype, out._shape, out._stride, dev.type,
+    key = (id(body), id(fast), id(alt), op, raw, compute, len(pvals), out._dtype, out._shape, out._stride, dev.type,
            dev.index, _cfg.arch_of, _cfg._GEN, launch_config)
     for x in inputs:
         key += (x._dtype, x._shape, x._stride) if x.__class__ is Tensor else (2,)
@@ -540,7 +564,7 @@ _PAD_I = ((0, 0, 0), (0, 0), (0,), ())
 
 
 def make(body, *, params: Sequence[str] = (), raw: int = 0, op: str = "pointwise",
-         compute: Callable | None = None, fast=None) -> Callable:
+         compute: Callable | None = None, fast=None, alt: Alt | None = None) -> Callable:
     """The ``triton`` implementation of a pointwise op from its scalar ``body``.
 
     Args:
@@ -551,6 +575,7 @@ def make(body, *, params: Sequence[str] = (), raw: int = 0, op: str = "pointwise
         compute: ``compute(prom) -> DType`` overriding ``prom.compute`` (``isclose`` compares integers in the
             default float dtype).
         fast: the body for 16-bit float outputs (see :func:`launch_pointwise`).
+        alt: the op's alternative body behind a config key (:class:`Alt`).
 
     Returns:
         ``impl(out, inputs, prom, params)`` for :func:`nbxtensor.ops.dispatch.pointwise`.
@@ -559,10 +584,11 @@ def make(body, *, params: Sequence[str] = (), raw: int = 0, op: str = "pointwise
 
     def impl(out, inputs, prom, prm):
         ct = compute(prom) if compute is not None else prom.compute
-        launch_pointwise(body, out, inputs, ct, [prm[k] for k in names], raw=raw, op=op, fast=fast)
+        launch_pointwise(body, out, inputs, ct, [prm[k] for k in names], raw=raw, op=op, fast=fast, alt=alt)
 
     impl.body = body
     impl.fast = fast
+    impl.alt = alt
     return impl
 
 
@@ -627,7 +653,7 @@ def cost(flops_per_element: int = 1) -> Callable:
 
 def declare(name: str, schema: str, *, family: str, cpu: Callable, oracle: Callable | None, body=None,
             triton: Callable | None = None, params: Sequence[str] = (), raw: int = 0, flops: int = 1,
-            oracle_note: str = "", compute: Callable | None = None, fast=None, **extra):
+            oracle_note: str = "", compute: Callable | None = None, fast=None, alt: Alt | None = None, **extra):
     """Register a pointwise op: one record holding the schema, the NumPy and Triton implementations made from
     ``cpu`` (a NumPy function) and ``body`` (a ``@jit`` scalar body), the oracle, the cost and ``extra``
     fields. Dispatch reads ``schema``, ``promotion``, ``promote``, ``dtypes``, ``prepare``, ``driver``,
@@ -650,7 +676,7 @@ def declare(name: str, schema: str, *, family: str, cpu: Callable, oracle: Calla
     from .registry import OpRecord, register
     rec = OpRecord(name=name, family=family, cpu=numpy_impl(cpu, raw=raw, compute=compute),
                    triton=triton if triton is not None else (make(body, params=params, raw=raw, compute=compute,
-                                                                  fast=fast)
+                                                                  fast=fast, alt=alt)
                                                              if body is not None else None),
                    cost=cost(flops), oracle=oracle, oracle_note=oracle_note,
                    extra=dict(schema=schema, kind="pointwise", raw=raw, **extra))

@@ -168,6 +168,7 @@ _EXTERN_NUMPY = {
     "erfinv": _erfinv64, "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign, "fmod": np.fmod,
     "pow": np.power, "fmax": np.fmax, "fmin": np.fmin, "signbit": _np_signbit, "cbrt": np.cbrt,
     "fma": lambda a, b, c: _fma_exact(a, b, c),
+    "rsqrt": lambda x: np.reciprocal(np.sqrt(x)),
 }
 
 
