@@ -148,6 +148,22 @@ ATTN_SHAPES = [(1, 32, 4, 4096, 128), (1, 32, 4, 16384, 128), (1, 32, 4, 32768, 
 SMOKE_ATTN_SHAPES = [(1, 4, 2, 64, 16)]
 
 
+def _timing(nbx, device: str, flush_mode: str):
+    """``(timing, sync, clock)`` of the GEMV and attention rows: the harness's defaults and CUDA events after the
+    L2 flush on a GPU; one untimed-warmup run on the host clock otherwise (the interpreter smoke test)."""
+    import harness as H
+    from bench_ops import make_clock
+    cuda = device.startswith("cuda")
+    if cuda:
+        timing = H.TimingConfig(flush_mode=flush_mode)
+        sync = nbx.cuda.synchronize
+    else:
+        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20,
+                                flush_mode=flush_mode)
+        sync = lambda: None  # noqa: E731
+    return timing, sync, make_clock(nbx, "cpu" if not cuda else device, timing.flush_bytes, [], flush_mode)
+
+
 def _attn_case(nbx, device, B, Hq, Hkv, L, D):
     """One decode-attention call: q (B, Hq, 1, D), a K/V cache (B, Hkv, L, D) of its own, bfloat16; returns
     (call, bytes: the cache's K and V plus q and the output)."""
@@ -164,18 +180,9 @@ def bench_attention(device: str, smoke: bool = False, layers: int = 4, flush_mod
     shape (issue 5: >= 80 % of 4.8 TB/s at 4k-32k context). A single eager call at batch 1 is host-bound (the
     sweep's event-timed rows include the host's enqueue of the split and combine launches); the graph row times
     the kernels. Without CUDA (``--smoke --device cpu``) the calls run eagerly."""
-    import harness as H
     import nbxtensor as nbx
-    from bench_ops import make_clock
     cuda = device.startswith("cuda")
-    if cuda:
-        timing = H.TimingConfig(flush_mode=flush_mode)
-        sync = nbx.cuda.synchronize
-    else:
-        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20,
-                                flush_mode=flush_mode)
-        sync = lambda: None  # noqa: E731
-    clock = make_clock(nbx, "cpu" if not cuda else device, timing.flush_bytes, [], flush_mode)
+    timing, sync, clock = _timing(nbx, device, flush_mode)
     rows = []
     for B, Hq, Hkv, L, D in (SMOKE_ATTN_SHAPES if smoke else ATTN_SHAPES):
         cases = [_attn_case(nbx, device, B, Hq, Hkv, L, D) for _ in range(layers)]
@@ -297,17 +304,9 @@ def _bench_gemv(device: str, smoke: bool, stream_layers: int, bf16: bool, bf16_s
                 flush_mode: str = "clean"):
     import harness as H
     import nbxtensor as nbx
-    from bench_ops import make_clock
     rng = np.random.default_rng(0)
     cuda = device.startswith("cuda")
-    if cuda:
-        timing = H.TimingConfig(flush_mode=flush_mode)
-        sync = nbx.cuda.synchronize
-    else:
-        timing = H.TimingConfig(warmup_ms=0.0, rep_ms=0.0, min_reps=1, max_reps=1, flush_bytes=1 << 20,
-                                flush_mode=flush_mode)
-        sync = lambda: None  # noqa: E731
-    clock = make_clock(nbx, "cpu" if not cuda else device, timing.flush_bytes, [], flush_mode)
+    timing, sync, clock = _timing(nbx, device, flush_mode)
     shapes = SMOKE_SHAPES if smoke else GEMV_SHAPES
     layer = SMOKE_LAYER if smoke else LAYER
     rows = []

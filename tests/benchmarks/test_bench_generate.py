@@ -52,6 +52,27 @@ def test_gemv_rows_smoke_with_config_override():
     assert len(rows) == 3 and all("replayed" in r for r in rows), rows
 
 
+@pytest.mark.skipif(INTERPRET, reason="runs its own interpreter process")
+def test_attention_rows_smoke():
+    """--attention --no-gemv: one decode-attention stream row per shape (bytes: every call's K and V cache, q and
+    out), one set per --attention-config entry, the entry named in the row."""
+    env = dict(os.environ, NBX_TRITON_INTERPRET="1", PYTHONPATH=os.path.join(REPO, "src"))
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "bench_generate.py"), "--device", "cpu", "--gemv-only",
+                           "--smoke", "--attention", "--no-gemv", "--stream-layers", "2", "--json",
+                           "--attention-config", '[{}, {"BLOCK_N": 16}]'],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    sys.path.insert(0, BENCH)
+    import bench_generate as B
+    (b, hq, hkv, L, d), = B.SMOKE_ATTN_SHAPES
+    name = f"decode_attention.{b}x{hq}x{hkv}x{L}x{d}.layer_stream[2x1]"
+    assert [r["row"] for r in rows] == [name, name + ' {"BLOCK_N": 16}']
+    for r in rows:
+        assert r["calls"] == 2 and r["GB/s"] > 0
+        assert abs(r["MB"] * 1e6 - 2 * (2 * 2 * b * hkv * L * d + 2 * 2 * b * hq * d)) < 1
+
+
 class _FakeTensor:
     def __init__(self, value):
         self.value = np.array([value], np.float32)
