@@ -884,3 +884,45 @@ def test_zero_size_outputs_launch_nothing(monkeypatch, device):
     assert tuple(nbx.bmm(nbx.empty(0, 2, 3, device=device), nbx.empty(0, 3, 4, device=device)).shape) == (0, 2, 4)
     assert tuple(nbx.matmul(nbx.empty(2, 0, device=device), nbx.empty(0, device=device)).shape) == (2,)
     assert calls == ["matmul"]  # K = 0 with a non-empty output still runs (it writes zeros)
+
+
+@pytest.mark.skipif(not GPU, reason="programmatic dependent launch is a CUDA feature (the interpreter never uses it)")
+def test_gemv_pdl_chain_matches(device):
+    """GEMV config key PDL (programmatic dependent launch): a chain of M = 1 linears where each input is the
+    previous kernel's output (eager, and replayed from a captured graph) gives the bits of the chain without it;
+    the launch carries launch_pdl and PDL."""
+    import nbxtensor.nn.functional as F
+    from nbxtensor.ops import matmul as MM
+    from nbxtensor.runtime.configs import override
+    rng = np.random.default_rng(5)
+    ws = [nbx.tensor(rng.standard_normal((n, k)) * 0.05, dtype=nbx.bfloat16, device=device)
+          for n, k in ((1024, 4096), (4096, 1024), (2048, 4096), (4096, 2048))]
+    x0 = nbx.tensor(rng.standard_normal((1, 4096)), dtype=nbx.bfloat16, device=device)
+
+    def chain():
+        h = x0
+        for w in ws:
+            h = F.linear(h, w)
+        return h
+
+    ref = chain().cpu().numpy().tobytes()
+    seen = []
+    real = MM.launch
+    with override("gemv", PDL=True):
+        MM.clear_plans()
+        MM.launch = lambda k, g, *a, **m: (seen.append(m), real(k, g, *a, **m))[1]
+        try:
+            got = chain().cpu().numpy().tobytes()
+        finally:
+            MM.launch = real
+        assert seen and all(m.get("launch_pdl") and m.get("PDL") for m in seen), seen
+        assert got == ref
+        out = chain()
+        g = nbx.cuda.CUDAGraph()
+        with nbx.cuda.graph(g):
+            out = chain()
+        for _ in range(3):
+            g.replay()
+        nbx.cuda.synchronize()
+        assert out.cpu().numpy().tobytes() == ref
+    MM.clear_plans()
