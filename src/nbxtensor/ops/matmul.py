@@ -262,12 +262,9 @@ def _gemv_kernel(X, W, OUT, C, R, WS, LOCKS, M, N, K, MN, K_SPLIT, NSPLIT,
                  ACC: tl.constexpr,
                  PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_K: tl.constexpr, SPLIT: tl.constexpr,
                  HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, ALPHA_ONE: tl.constexpr,
-                 BETA_ONE: tl.constexpr, EXACT: tl.constexpr, PDL: tl.constexpr = False):
+                 BETA_ONE: tl.constexpr, EXACT: tl.constexpr):
     # out[m, n] = sum_k x[m, k] * w[n, k] over this program's K range [k0, k_end); K_SPLIT is a multiple of
-    # BLOCK_K (of BLOCK_K * UNROLL when EVEN_K). PDL (M = 1 with PREFETCH, launched with launch_pdl): the first
-    # weight chunk (read-only, written by no kernel) is loaded before waiting on the previous grid
-    # (griddepcontrol.wait: it has completed and its writes are visible); x, the residual, the bias and the
-    # split-K workspace are touched only after the wait; dependents may launch once the K loop is done.
+    # BLOCK_K (of BLOCK_K * UNROLL when EVEN_K).
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -326,12 +323,8 @@ def _gemv_kernel(X, W, OUT, C, R, WS, LOCKS, M, N, K, MN, K_SPLIT, NSPLIT,
             else:
                 k_full = k0 + (k_end - k0) // CH * CH
             if PREFETCH:
-                if PDL and k0 >= k_full:
-                    tl.extra.cuda.gdc_wait()
                 if k0 < k_full:
                     w = tl.load(w3 + _wide(k0) * swk, eviction_policy=EVICT_W)
-                    if PDL:
-                        tl.extra.cuda.gdc_wait()
                     x = tl.load(x3 + _wide(k0) * sxk, eviction_policy="evict_last")
                     for kk in range(k0 + CH, k_full, CH):
                         w_next = tl.load(w3 + _wide(kk) * swk, eviction_policy=EVICT_W)
@@ -340,8 +333,6 @@ def _gemv_kernel(X, W, OUT, C, R, WS, LOCKS, M, N, K, MN, K_SPLIT, NSPLIT,
                         w = w_next
                         x = x_next
                     acc2 += tl.sum(_cvt(w, ACC, EXACT) * _cvt(x, ACC, EXACT), axis=1)
-                if PDL:
-                    tl.extra.cuda.gdc_launch_dependents()
             else:
                 for kk in range(k0, k_full, CH):
                     w = tl.load(w3 + _wide(kk) * swk, eviction_policy=EVICT_W)
@@ -517,29 +508,17 @@ def _launch_gemv(x: Tensor, w: Tensor, out: Tensor, c, r, alpha, beta, act, cfg:
     if per_sm > 0:  # persistent programs: at most per_sm per SM, each looping over row tiles
         grid0 = min(n_tiles, per_sm * _sm_count(-1 if dev.type == "cpu" else dev.index or 0))
         per_sm = per_sm if grid0 < n_tiles else 0
-    pdl = _pdl_meta(cfg, bm == 1 and not per_sm)
     _launch(_gemv_kernel, (grid0 if per_sm else n_tiles, split),
             (x, w, out, c if c is not None else out, r if r is not None else out, ws, locks, M, N, K, M * N,
              k_split, split, x.stride(0), x.stride(1), w.stride(0), w.stride(1), out.stride(0), out.stride(1),
              *_strides2(c), *_strides2(r), _f64(alpha), _f64(beta)),
-            dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UNROLL=unroll,
-                 PREFETCH=bool(cfg.get("PREFETCH", False) or pdl),
+            dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UNROLL=unroll, PREFETCH=bool(cfg.get("PREFETCH", False)),
                  PERSIST=per_sm > 0, DOT_T=bool(cfg.get("DOT_T", False)), EVICT_W=str(cfg.get("EVICT_W", "")), ACC=_acc_dtype(dt),
                  PRECISION=_precision(dt), UPCAST=interpreting() and dt.itemsize == 2, EVEN_K=even, SPLIT=use_split,
                  HAS_C=c is not None, HAS_R=r is not None, ACT=_ACT_CODE[act], ALPHA_ONE=alpha == 1,
                  BETA_ONE=beta == 1, EXACT=interpreting(), num_warps=cfg.get("num_warps", 4),
-                 num_stages=cfg.get("num_stages", 3), **pdl),
+                 num_stages=cfg.get("num_stages", 3)),
             ws=ws if use_split else None, locks=(locks, n_tiles) if use_split else None)
-
-
-def _pdl_meta(cfg: dict, eligible: bool) -> dict:
-    """Launch keywords of programmatic dependent launch (config key ``PDL``, default off; the GPU only): the kernel
-    waits on the previous grid after its first weight loads (``PDL``, which needs ``PREFETCH``: the prefetch loop
-    is where the wait sits) and is launched with ``launch_pdl`` so that, in a stream or a captured graph, it can
-    start while the previous kernel drains (CUDA programming guide, "Programmatic Dependent Launch")."""
-    if not (eligible and cfg.get("PDL", False)) or interpreting():
-        return {}
-    return {"PDL": True, "launch_pdl": True}
 
 
 def _launch_mm(a: Tensor, b: Tensor, out: Tensor, c, r, alpha, beta, act) -> None:
