@@ -27,7 +27,8 @@ INTERPRET = os.environ.get("NBX_TRITON_INTERPRET", "0") == "1"
 GEMV_KEYS = {"BLOCK_N", "BLOCK_K", "BLOCK_M", "UNROLL", "PREFETCH", "PERSIST", "DOT_T", "EVICT_W",
              "programs_per_sm", "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages"}
 INT4_KEYS = {"BLOCK_N", "BLOCK_K", "FAST_Q", "DECODE_ASM", "WORD_DECODE", "WORD_ASM", "PERSIST", "EVICT_W",
-             "programs_per_sm", "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages", "PREFETCH", "LOOP_STAGES", "maxnreg"}
+             "programs_per_sm", "target_programs", "MIN_K_SPLIT", "num_warps", "num_stages", "PREFETCH", "LOOP_STAGES", "maxnreg",
+             "TC", "TC_COLS", "TC_ASM"}
 
 
 def test_variant_tables_are_well_formed():
