@@ -19,6 +19,12 @@ the matrix unit instead, so the per-code cost is the decode alone:
 - Rows past ``N`` re-read row ``N - 1`` and are masked on store; split-K and the epilogue (bias, activation,
   residual) are the CUDA-core GEMV's (:func:`nbxtensor.ops.matmul.split_k`, ``_split_k_finish``, ``_epilogue``).
 
+Measured (H200, 2026-11-30, ``benchmarks/sweep_gemv.py --phases int4-tc``): slower than the CUDA-core table
+kernel, so ``TC`` stays off. Best variant (BLOCK_N 64, 8 columns) 13-22 % of 4.8 TB/s on Llama-3-8B's shapes
+against the table's 20-35 %: Triton stages the uint8 tile through shared memory and reads it back in the
+operand layout with narrow loads, and builds the block-diagonal ``x`` there too (ncu: L1/TEX 80 % busy, DRAM
+19 %, 128 registers, 25 % occupancy). ``benchmarks/probe_int4_gluon.py`` keeps the operand in registers.
+
 Exactness: ``OFF + q`` and the 16-bit ``x`` are exact operands and the matrix unit accumulates their products in
 float32; ``OFF * xg`` is subtracted in float32 after the chunk (bfloat16: ``OFF`` = 128 against codes up to 15, so
 about 4 of float32's 24 bits are spent on the offset; float16: 1024, about 7). Under the interpreter tier
