@@ -20,9 +20,13 @@ Measured (H200, 2026-11-30, this script; L2 flushed clean; GB/s of packed weight
 and out; the table kernel in the same run): correct to the table within bfloat16 rounding, but slower. Best
 variant ``NW=4 MT=2`` (128 rows per program, 8 splits): 14336x4096 26.9 us (28.4 % of 4.8 TB/s; table 21.2 us,
 36.1 %), 4096x14336 26.8 us (28.5 %; table 23.6 us, 32.4 %), 4096x4096 11.8 us (18.5 %; table 10.6 us), 6144x4096
-18.4 us (17.8 %; table 12.2 us). Prefetching the next chunk in registers was slower still (spills). sm_90 compiles:
-3.7-4.4 loop instructions per packed byte, no shared memory in the loop; each chunk's dependent loads (bytes,
-x, scales) are serialised, so the kernel waits on memory latency rather than issue.
+18.4 us (17.8 %; table 12.2 us). Prefetching the next chunk in registers was slower (``PF``: spills), and so was a
+ring of ``ST`` shared-memory stages filled by cp.async (``ST`` 3: 14336x4096 28.9-32.4 us; more stages slower
+still: with 2-4 chunks per program the ring's prologue re-reads clamped chunks). sm_90 compiles: 3.7-4.8 loop
+instructions per packed byte, 96-128 registers, no operand traffic through shared memory; each chunk's
+dependent loads (bytes, x, scales) are serialised, so the kernel waits on memory latency rather than issue.
+What it would take: programs with long K ranges and a deep masked (not clamped) cp.async ring for the bytes,
+x and the scales alike, and a deterministic split-K finish.
 
     PYTHONPATH=src python3 benchmarks/probe_int4_gluon.py          # on a CUDA machine
 
@@ -36,6 +40,7 @@ import sys
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
 @gluon.jit
@@ -53,7 +58,7 @@ def _decode(b, MAGIC):
 
 @gluon.jit
 def g4_kernel(X, W, S, MN, OUT, N, NG, swn, ssn, MAGIC, G_SPLIT,
-              NW: gl.constexpr, MT: gl.constexpr, PF: gl.constexpr, SPLIT: gl.constexpr):
+              NW: gl.constexpr, MT: gl.constexpr, PF: gl.constexpr, SPLIT: gl.constexpr, ST: gl.constexpr = 0):
     # rows of this program: R = MT * NW * 16; chunk = 8 groups = 256 codes = 128 bytes per row
     R: gl.constexpr = MT * NW * 16
     OFF: gl.constexpr = 128.0
@@ -111,7 +116,38 @@ def g4_kernel(X, W, S, MN, OUT, N, NG, swn, ssn, MAGIC, G_SPLIT,
     zero = gl.zeros([R, 8], gl.float32, mma)
     g_lo = gl.program_id(1) * G_SPLIT
     g_hi = gl.minimum(g_lo + G_SPLIT, NG)
-    if PF:
+    if ST > 0:
+        # the packed bytes through a ring of ST shared-memory stages filled by cp.async, ST - 1 chunks ahead; each
+        # lane copies and later reads back its own bytes (no barrier needed)
+        sl: gl.constexpr = gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[5, 4, 3, 2, 1, 0])
+        ring = gl.allocate_shared_memory(gl.uint8, [ST, MT, NW, 2, 8, 4, 32], sl)
+        for st in gl.static_range(ST - 1):
+            gc = gl.minimum(g_lo + st * 8, g_hi - 8)
+            cp.async_copy_global_to_shared(ring.index(st), ptr6 + gc * 16)
+            cp.commit_group()
+        i = 0
+        for g0 in range(g_lo, g_hi, 8):
+            gc = gl.minimum(g0 + (ST - 1) * 8, g_hi - 8)
+            cp.async_copy_global_to_shared(ring.index((i + ST - 1) % ST), ptr6 + gc * 16)
+            cp.commit_group()
+            xb = gl.load(xptr + g0 * 32, mask=bmask, other=0.0)
+            xs = gl.load(xgp + g0 * 32).to(gl.float32)
+            s32 = gl.load(sptr + g0).to(gl.float32)
+            mn = gl.load(mptr + g0).to(gl.float32)
+            cp.wait_group(ST - 1)
+            b = ring.index(i % ST).load(lb)
+            lo, hi = _decode(b, MAGIC)
+            a = gl.join(lo, hi)
+            a = gl.reshape(a, [MT, NW, 2, 8, 4, 8, 2, 2, 2])
+            a = gl.permute(a, [0, 1, 2, 3, 5, 8, 6, 4, 7])
+            a = gl.reshape(a, [R, 256])
+            a = gl.convert_layout(a, dot_a, assert_trivial=True)
+            d = mma_v2(a, xb, zero)
+            xg = gl.convert_layout(gl.sum(xs, axis=1), gl.SliceLayout(0, mma))
+            acc += s32 * d + (mn - OFF * s32) * xg[None, :]
+            i += 1
+        cp.wait_group(0)
+    elif PF:
         b = gl.load(ptr6 + g_lo * 16)
         xb = gl.load(xptr + g_lo * 32, mask=bmask, other=0.0)
         xs = gl.load(xgp + g_lo * 32)
@@ -164,16 +200,16 @@ def g4_kernel(X, W, S, MN, OUT, N, NG, swn, ssn, MAGIC, G_SPLIT,
 
 
 
-def compile_sm90(NW: int = 4, MT: int = 2, PF: bool = False):
+def compile_sm90(NW: int = 4, MT: int = 2, PF: bool = False, ST: int = 0):
     """``g4_kernel`` compiled for sm_90 with no GPU (Triton's LLVM and bundled ptxas)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     sig = {"X": "*bf16", "W": "*u8", "S": "*fp16", "MN": "*fp16", "OUT": "*fp32", "N": "i32", "NG": "i32",
            "swn": "i32", "ssn": "i32", "MAGIC": "i32", "G_SPLIT": "i32", "NW": "constexpr", "MT": "constexpr",
-           "PF": "constexpr", "SPLIT": "constexpr"}
+           "PF": "constexpr", "SPLIT": "constexpr", "ST": "constexpr"}
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(11)}
-    src = GluonASTSource(fn=g4_kernel, signature=sig, constexprs={"NW": NW, "MT": MT, "PF": PF, "SPLIT": True},
+    src = GluonASTSource(fn=g4_kernel, signature=sig, constexprs={"NW": NW, "MT": MT, "PF": PF, "SPLIT": True, "ST": ST},
                          attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": NW, "num_stages": 1})
 
@@ -204,26 +240,27 @@ def main() -> int:
         ws = nbx.zeros(N, dtype=nbx.float32, device="cuda")
         NG = K // 32
         print(f"{N}x{K}: table {t_ref*1e3:6.2f} us {nbytes / (t_ref * 1e-3) / 4.8e12 * 100:5.1f}%", flush=True)
-        for NW, MT, PF, T in ((4, 2, 1, 1056), (4, 2, 0, 1056), (4, 1, 1, 1056), (4, 1, 0, 2112), (4, 2, 1, 2112),
-                              (2, 2, 1, 2112), (8, 1, 1, 1056), (4, 1, 1, 528), (2, 1, 1, 2112), (4, 2, 0, 2112)):
+        for NW, MT, PF, ST, T in ((4, 2, 0, 0, 1056), (4, 2, 0, 3, 1056), (4, 2, 0, 4, 1056), (4, 1, 0, 3, 1056),
+                                  (4, 1, 0, 4, 2112), (4, 2, 0, 3, 528), (4, 2, 0, 6, 528), (2, 2, 0, 4, 1056),
+                                  (4, 1, 0, 6, 1056), (8, 1, 0, 4, 528)):
             R = 16 * NW * MT
             tiles = (N + R - 1) // R
             split = max(1, -(-T // tiles))
             gs = max(8, -(-(-(-NG // split)) // 8) * 8)
             split = -(-NG // gs)
             f = lambda: launch(g4_kernel, (tiles, split), x, q, s, mn, ws, N, NG, q.stride(0), s.stride(0),
-                               0x43004300, gs, NW=NW, MT=MT, PF=bool(PF), SPLIT=True, num_warps=NW, num_stages=1)
+                               0x43004300, gs, NW=NW, MT=MT, PF=bool(PF), SPLIT=True, ST=ST, num_warps=NW, num_stages=1)
             try:
                 ws.zero_()
                 f()
                 got = ws.cpu().numpy()
                 err = float(np.max(np.abs(got - ref)) / (np.max(np.abs(ref)) + 1e-30))
                 t = H.percentiles(H.run_benchmark(f, clock, timing))[1]
-                print(f"  NW={NW} MT={MT} PF={PF} grid={tiles}x{split} (g/cta {gs}): {t*1e3:7.2f} us "
+                print(f"  NW={NW} MT={MT} PF={PF} ST={ST} grid={tiles}x{split} (g/cta {gs}): {t*1e3:7.2f} us "
                       f"{nbytes / (t * 1e-3) / 1e9:7.1f} GB/s {nbytes / (t * 1e-3) / 4.8e12 * 100:5.1f}%  rel err {err:.1e}",
                       flush=True)
             except Exception as e:
-                print(f"  NW={NW} MT={MT} PF={PF}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                print(f"  NW={NW} MT={MT} PF={PF} ST={ST}: {type(e).__name__}: {str(e)[:300]}", flush=True)
     return 0
 
 
