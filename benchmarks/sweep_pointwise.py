@@ -5,7 +5,8 @@ Groups (``--group``): ``issue4`` (the default) times ``remainder``'s schedules (
 num_warps {4, 8}, streaming stores and a persistent grid (GRID; 1024 / 4 warps is PyTorch's
 vectorized_elementwise_kernel: 128 threads x 8 elements) for abs, neg, exp, add, mul by a scalar and clamp in both
 dtypes; it has no numerics pass (every variant is checked against the table's output, the table's against the
-oracle). ``activations`` is the earlier sweep below; ``all`` both.
+oracle). ``activations`` is the earlier sweep below; ``math16`` times ``FAST_MATH16`` (ops/fast_math16.py: cheaper
+float32 math for 16-bit outputs) against the table's body on the ops it covers (MATH16_CASES); ``all`` every group.
 
 Cases of ``activations`` (bfloat16 32768x8192, the issue's >= 256 MiB tensors): ``relu``, ``copy_`` (bf16 ->
 bf16), ``add``, ``mul``, ``gelu`` (erf), ``gelu`` (tanh), ``silu``, ``mish``, ``hardtanh``, ``logsigmoid``, ``exp``,
@@ -142,7 +143,19 @@ ALT_CASES = [  # (case name, op, key, dtype, input domain, second operand: None,
     ("pow scalar bf16", "pow", "ALT_POW", "bfloat16", "positive", 2.5),
     ("rsqrt f32", "rsqrt", "ALT_RSQRT", "float32", "positive", None),
 ]
-GROUPS = ("issue4", "activations", "alt", "all")
+# FAST_MATH16 (ops/fast_math16.py, default off; group ``math16``): the ops whose 16-bit bodies it replaces, bf16
+# 32768x8192 (the second operand of the binary ops the same), domains as bench_ops.py. sm_90 SASS per element,
+# default -> FAST_MATH16: log 29.5 -> 17.1, log2 31.5 -> 17.1, log10 30.5 -> 18.1, log1p 33.6 -> 14.1, expm1
+# 32.1 -> 14.1, tanh 24.9 -> 21.6, atanh 43.6 -> 20.1, acosh 74.8 -> 24.4, erf 32.4 -> 24.3, erfc 49.4 -> 29.4,
+# logaddexp 50.4 -> 26.8, xlogy 36.0 -> 23.8; session 4's bench_ops (% of 4800 GB/s): erfc 49.8, atanh 58.9, acosh
+# 60.6, expm1 64.4, log2 65.9, erf 66.5, log 67.8, log10 68.4, logaddexp 72.2, log1p 75.0, tanh 81.3, xlogy 81.5.
+MATH16_CASES = [  # (op, input domain, binary)
+    ("erfc", "normal", False), ("atanh", "unit", False), ("acosh", "ge1", False), ("expm1", "small", False),
+    ("log2", "positive", False), ("erf", "normal", False), ("log", "positive", False), ("log10", "positive", False),
+    ("logaddexp", "normal", True), ("log1p", "positive", False), ("tanh", "normal", False),
+    ("xlogy", "positive", True),
+]
+GROUPS = ("issue4", "activations", "alt", "math16", "all")
 
 ABLATIONS = {  # case name -> settings that change the code, not the schedule
     "relu": [{"HW_CVT": 0}], "add": [{"HW_CVT": 0}], "cast bf16->fp8": [{"HW_CVT": 0}],
@@ -234,9 +247,28 @@ def build_alt_cases(nbx, smoke: bool) -> list[Case]:
     return cases
 
 
+def build_math16_cases(nbx, smoke: bool) -> list[Case]:
+    """:data:`MATH16_CASES` on bf16 32768x8192: the table's body, then ``FAST_MATH16=1`` at the table's schedule
+    (checked against the table variant's output by the tolerance, ``ok (tol; n differ)``: the n are the one-ulp
+    differences next to rounding boundaries)."""
+    from nbxtensor.ops import registry
+    cases = []
+    shape = (4, 48) if smoke else (32768, 8192)
+    for op, domain, binary in MATH16_CASES:
+        specs = [H.InputSpec(shape, "bfloat16", domain, seed=7)] + (
+            [H.InputSpec(shape, "bfloat16", domain, seed=8)] if binary else [])
+        rec, f = registry.get(op), getattr(nbx, op)
+        cases.append(Case(f"{op} bf16", "pointwise", op, specs, lambda t, f=f: f(*t),
+                          lambda hs, rec=rec: rec.oracle(*[np.asarray(h, np.float64) for h in hs]), "bfloat16",
+                          variants=[{"FAST_MATH16": 1}], geomean=False))
+    return cases
+
+
 def build_cases(nbx, smoke: bool, group: str = "activations") -> list[Case]:
     """The cases of ``group``: ``activations`` (the earlier sweep, below), ``issue4`` (:func:`build_issue4_cases`),
-    ``alt`` (:func:`build_alt_cases`) or ``all``."""
+    ``alt`` (:func:`build_alt_cases`), ``math16`` (:func:`build_math16_cases`) or ``all``."""
+    if group == "math16":
+        return build_math16_cases(nbx, smoke)
     if group == "issue4":
         return build_issue4_cases(nbx, smoke)
     if group == "alt":
@@ -446,7 +478,8 @@ def main(argv=None) -> int:
     p.add_argument("--group", default="issue4", choices=GROUPS,
                    help="issue4 (default): remainder's schedules and the BLOCK x num_warps grid of simple ops (no "
                    "numerics pass); activations: the earlier cases with the cast and fast-body numerics; alt: the "
-                   "ALT_* bodies (cosh, rsqrt, pow) against the table's (no numerics pass); all")
+                   "ALT_* bodies (cosh, rsqrt, pow) against the table's (no numerics pass); math16: FAST_MATH16 "
+                   "(ops/fast_math16.py) against the table's body on 12 ops (no numerics pass); all")
     a = p.parse_args(argv)
     t0 = time.monotonic()
     import nbxtensor as nbx
@@ -458,7 +491,7 @@ def main(argv=None) -> int:
         return 2
     facts, timing, notes, clock, commit, date = st.facts, st.timing, st.notes, st.clock, st.commit, st.date
     print(f"sweep_pointwise on {facts['gpu']} (commit {commit}); budget {a.budget_s:.0f} s", flush=True)
-    if not a.no_numerics and a.group not in ("issue4", "alt"):
+    if not a.no_numerics and a.group not in ("issue4", "alt", "math16"):
         t_num = time.monotonic()
         try:
             with warnings.catch_warnings():
@@ -503,7 +536,7 @@ def main(argv=None) -> int:
                     return check_oracle(case, res, hs)
                 if st["ref"] is None:
                     return "unchecked (the table variant failed)"
-                if "FAST" in settings or any(k.startswith("ALT_") for k in settings):
+                if "FAST" in settings or "FAST_MATH16" in settings or any(k.startswith("ALT_") for k in settings):
                     ok, n = check_tol(nbx, res, st["ref"])
                     return f"ok (tol; {n} differ)" if ok else f"MISMATCH beyond tolerance ({n} differ)"
                 ok, n = check_bits(nbx, res, st["ref"])
@@ -554,7 +587,7 @@ def report(rows, cases, state, skipped, wall, budget, csv_path, notes) -> None:
         rs, best, tab, gain, flag = found
         print(f"  {c.name:16s} {best['gbps']:7.1f} {best['pct_of_4800']:5.1f}% {gain:>6s} {best['settings']}{flag}")
         for r in rs:  # the ablations: what the session's code changes are worth
-            if "ALT_" in r["settings"] and tab and tab["gbps"] > 0:  # an alternative body: its gain
+            if ("ALT_" in r["settings"] or "FAST_MATH16" in r["settings"]) and tab and tab["gbps"] > 0:  # its gain
                 print(f"  {'':16s} alt {r['settings']}: {r['gbps']:.1f} GB/s {r['pct_of_4800']:.1f}% "
                       f"({r['gbps'] / tab['gbps']:.3f}x the table)")
             elif any(k in r["settings"] for k in ("HW_CVT", "FAST")) and tab and r["gbps"] > 0:

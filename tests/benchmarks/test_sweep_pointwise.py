@@ -24,15 +24,15 @@ import sweep_pointwise as S  # noqa: E402
 
 @pytest.mark.parametrize("group", S.GROUPS)
 def test_variant_tables_are_well_formed(group):
-    known = {"BLOCK", "num_warps", "EVICT", "programs_per_sm", "HW_CVT", "FAST"}
+    known = {"BLOCK", "num_warps", "EVICT", "programs_per_sm", "HW_CVT", "FAST", "FAST_MATH16"}
     cases = S.build_cases(nbx, smoke=True, group=group)
     assert len({c.name for c in cases}) == len(cases), "a repeated case name"
-    if group != "issue4":
+    if group in ("activations", "all"):
         assert {c.rule for c in cases} == set(S.VARIANTS)
         assert set(S.ABLATIONS) <= {c.name for c in cases}
     for c in cases:
         vs = c.variants()
-        assert vs and all(v and set(v) <= known for v in vs), c.name
+        assert vs and all(v and {k for k in v if not k.startswith("ALT_")} <= known for v in vs), c.name
         assert len({repr(sorted(v.items())) for v in vs}) == len(vs), f"{c.name}: a repeated variant"
         for v in vs:
             assert v.get("BLOCK", 1024) % (32 * v.get("num_warps", 1)) == 0 or "num_warps" not in v, v
@@ -102,3 +102,22 @@ def test_issue4_smoke_run_checks_the_remainder_schedules(tmp_path):
     rem = [r for r in rows if r["case"] == "remainder bf16" and r["variant"] != "table"]
     assert len(rem) == len(cases["remainder bf16"].variants()) and all(r["status"] == "ok (bits)" for r in rem), rem
     assert len(proc.stdout.splitlines()) < 120
+
+
+@pytest.mark.skipif(os.environ.get("NBX_TRITON_INTERPRET", "0") == "1", reason="runs its own interpreter process")
+def test_math16_smoke_run_compares_the_key_with_the_table(tmp_path):
+    """``--group math16``: each op's table body, then FAST_MATH16=1, checked against the table's output by the
+    tolerance (ops/fast_math16.py); a unary and a binary op through the interpreter."""
+    from nbxtensor.ops import fast_math16 as M16
+    cases = S.build_cases(nbx, smoke=True, group="math16")
+    assert {c.op for c in cases} == set(M16.OPS) and all(c.variants() == [{M16.KEY: 1}] for c in cases)
+    env = dict(os.environ, NBX_TRITON_INTERPRET="1", PYTHONPATH=os.path.join(REPO, "src"))
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "sweep_pointwise.py"), "--device", "cpu", "--smoke",
+                           "--group", "math16", "--out", str(tmp_path), "--cases", "erfc bf16,logaddexp bf16",
+                           "--budget-s", "0"], capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = list(csv.DictReader(open(tmp_path / "sweep_pointwise.csv", encoding="utf-8")))
+    assert [(r["case"], r["settings"]) for r in rows] == [
+        ("erfc bf16", "table"), ("logaddexp bf16", "table"), ("erfc bf16", '{"FAST_MATH16":1}'),
+        ("logaddexp bf16", '{"FAST_MATH16":1}')], rows
+    assert [r["status"][:9] for r in rows] == ["ok (oracl", "ok (oracl", "ok (tol; ", "ok (tol; "], rows

@@ -56,6 +56,7 @@ from ..runtime.launcher import Tail, launch, launch_tail
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..tensor.core import Tensor, host_view
 from .triton_helpers import TL_DTYPES, convert, ieee_options
+from . import fast_math16 as _M16
 
 __all__ = ["MAX_RANK", "NARROW", "Alt", "collapse", "make", "numpy_impl", "tl_dtype", "compute_tl",
            "launch_pointwise"]
@@ -400,6 +401,7 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         fast: a second body for outputs of 16-bit floats (see :data:`NARROW`), computed in float32 with a few
             ulp of float32 error instead of nvcc's correctly rounded division and libdevice's full-range
             functions; the launch config's ``FAST`` (default 1) turns it off for sweeps.
+            ``FAST_MATH16`` (default 0) puts ops/fast_math16.py's body for ``body`` in this slot, if it has one.
         alt: the op's :class:`Alt`, taken (before ``fast``) when the launch config sets its key; every ``ALT_*``
             key of the config is consumed here, whichever op it names.
 
@@ -467,6 +469,8 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         strd.extend(next(it) if isinstance(x, Tensor) else (0,) * MAX_RANK)
     cfg = launch_config(op, out.device, dtypes=(out.dtype,), numel=numel)
     block = cfg.pop("BLOCK")
+    if cfg.pop(_M16.KEY, 0) and _M16.math16_body(body) is not None:  # ops/fast_math16.py (16-bit outputs only)
+        fast = _M16.math16_body(body)
     use_alt = False
     for k in [k for k in cfg if k.startswith("ALT_")]:
         use_alt = bool(cfg.pop(k)) and alt is not None and k == alt.key or use_alt

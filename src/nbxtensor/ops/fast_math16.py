@@ -1,0 +1,378 @@
+"""Cheaper float32 math for elementwise ops whose output is bfloat16 or float16, behind the pointwise rules'
+config key ``FAST_MATH16`` (default 0: off in code and in every runtime/configs/*.json).
+
+Why: these ops compute in float32 with libdevice's correctly-rounded-ish functions (no flush-to-zero) and round
+once to 16 bits. On the H200 that made log, log2, log10, log1p, expm1, tanh, atanh, acosh, erf and erfc
+instruction-bound (56-82 % of the 4.8 TB/s datasheet bandwidth in bfloat16, session 4). A 16-bit result keeps 8
+(bfloat16) or 11 (float16) significant bits, so a float32 intermediate within ~2**-17 relative of the exact value
+rounds to the same 16-bit value except right next to a rounding boundary, where it can land one 16-bit ulp away
+(the tests count those places per op against the default body, for all 65 536 inputs of each 16-bit dtype).
+
+How: :func:`math16_body` maps an op's default ``@jit`` body to the body here; :func:`.pointwise.launch_pointwise`
+takes it, in the ``fast`` slot, when the launch config sets ``FAST_MATH16`` and the output is float16/bfloat16
+computed in float32 (float32 and float64 outputs never change). The bodies use the GPU's approximate instructions
+through inline PTX, without flush-to-zero where a subnormal can reach them:
+
+- ``lg2.approx.f32`` (MUFU.LG2): absolute error 2**-22 for arguments in [0.5, 2], 2 ulp elsewhere (CUDA C
+  Programming Guide, "Intrinsic Functions", ``__log2f``); subnormal arguments are rescaled by ptxas (non-ftz).
+  lg2(+0) = -inf, lg2(negative) = NaN, lg2(+inf) = +inf, NaN -> NaN.
+- ``ex2.approx.f32`` (MUFU.EX2): 2 ulp (``__exp2f``'s bound; PTX ISA: "maximum relative error 2**-22.5" on the
+  reduced range); non-ftz keeps subnormal results; ex2(-inf) = +0, ex2(+inf) = +inf.
+- ``rcp.approx.f32``: 1 ulp; rcp(+-0) = +-inf, rcp(+-inf) = +-0.
+
+Near the zeros of a function (where a relative bound is what the tolerance needs and MUFU.LG2's absolute error
+is not enough) short polynomials take over: ``log1p(u)`` for ``|u| < 1/16`` (Taylor to u**6, truncation below
+2**-26 relative), ``expm1`` for ``|x| < 1/16`` (Taylor to x**6), ``atanh`` for ``|x| < 1/16`` (to x**7), erf on
+``|x| < 0.9375`` (a degree-5 fit in x**2, 1.7e-7 relative). erfc beyond 0.9375 is ``z 2**(-t**2 log2 e + G(z))``,
+``z = 1/t``, G a degree-8 fit of ``log2(erfc(t) t e**(t**2))`` (9.8e-7 absolute in log2 units, 7e-7 relative; the
+rounding of ``t**2`` adds ``t**2 2**-24`` log-units: 6e-6 relative at t = 10, where bfloat16's half ulp is 2e-3
+and float16 has long underflowed). Fits: least squares on Chebyshev nodes in float64, reweighted toward minimax.
+
+Error argument (per op, in the bodies' comments): every body's float32 result is within ~2**-16 relative of the
+exact value (absolute near a zero of the function only where the function is ~x there, then relative again), so
+the rounded 16-bit result is within one 16-bit ulp of the float64 oracle, inside the tolerance table (bfloat16 rtol
+1.6e-2 = 4 ulp at 8 bits, float16 1e-3 = 2 ulp at 11 bits). The interpreter tier computes the approximate
+instructions exactly (NumPy's log2/exp2/division); the exhaustive tests also run it with every approximate
+instruction pushed to the edge of its documented error (:data:`_ERR`, set by the tests), so the argument is
+checked for all 65 536 inputs of each 16-bit dtype, not only for the exact primitives.
+
+Special values are PyTorch's (checked by the same exhaustive tests): NaN -> NaN, +-inf, -0.0 kept where the
+function is odd, domain errors give NaN (log of a negative, log1p below -1, atanh beyond +-1, acosh below 1).
+
+pow already has ``ALT_POW`` (ops/elementwise.py) and cosh ``ALT_COSH``; sin/cos/tan, asin/acos, atan2,
+logaddexp and xlogy are not covered yet (sin.approx's absolute error 2**-20.9 would need a relative fix near the
+zeros and a range reduction).
+"""
+
+from __future__ import annotations
+
+from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
+
+__all__ = ["KEY", "math16_body", "OPS"]
+
+KEY = "FAST_MATH16"
+
+# Compiled kernels take the inline PTX; the interpreter computes the same functions exactly.
+_HW = tl.constexpr(not INTERPRET) if HAVE_TRITON else False
+# Interpreter only (tests): push every approximate instruction to its documented error bound, by this sign (0 off,
+# +1 / -1): lg2 by 2**-22 absolute in [0.5, 2] and 2 ulp (2**-22 relative) elsewhere, ex2 by 2 ulp, rcp by 1 ulp.
+_ERR = tl.constexpr(0.0) if HAVE_TRITON else 0.0
+
+_C = tl.constexpr if HAVE_TRITON else float
+_LN2 = _C(0.6931471805599453)
+_LOG10_2 = _C(0.30102999566398120)
+_LOG2E = _C(1.4426950408889634)
+_LOG10E = _C(0.4342944819032518)
+
+
+@jit
+def _lg2(x):
+    """log2(x), lg2.approx.f32 (non-ftz: subnormal arguments rescaled by ptxas)."""
+    if _HW:
+        r = tl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        r = tl.log2(x)
+        if _ERR != 0.0:
+            near = (x >= 0.5) & (x <= 2.0)
+            d = tl.where(near, 2.384185791015625e-07, tl.abs(r) * 2.384185791015625e-07)
+            r = r + _ERR * tl.where(tl.abs(r) < float("inf"), d, 0.0)
+    return r
+
+
+@jit
+def _ex2(t):
+    """2**t, ex2.approx.f32 (non-ftz: subnormal results kept)."""
+    if _HW:
+        r = tl.inline_asm_elementwise("ex2.approx.f32 $0, $1;", "=f,f", [t], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        r = tl.exp2(t)
+        if _ERR != 0.0:
+            r = r * (1.0 + _ERR * 2.384185791015625e-07)
+    return r
+
+
+@jit
+def _rcp(d):
+    """1 / d, rcp.approx.f32 (non-ftz)."""
+    if _HW:
+        r = tl.inline_asm_elementwise("rcp.approx.f32 $0, $1;", "=f,f", [d], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        r = 1.0 / d
+        if _ERR != 0.0:
+            r = r * (1.0 + _ERR * 1.1920928955078125e-07)
+    return r
+
+
+@jit
+def _flush(x):
+    # what .ftz does to a subnormal operand or result: a zero of the same sign (interpreter emulation)
+    return tl.where(tl.abs(x) < 1.1754943508222875e-38, x * 0.0, x)
+
+
+@jit
+def _lg2z(x):
+    """log2(x), lg2.approx.ftz.f32: one MUFU.LG2, for arguments that are never subnormal (callers say why)."""
+    if _HW:
+        r = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        r = _lg2(_flush(x))
+    return r
+
+
+@jit
+def _ex2z(t):
+    """2**t, ex2.approx.ftz.f32: one MUFU.EX2, where a subnormal result (t < -126) cannot matter (callers say why)."""
+    if _HW:
+        r = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [t], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        r = _flush(_ex2(_flush(t)))
+    return r
+
+
+@jit
+def _rcpz(d):
+    """1 / d, rcp.approx.ftz.f32: one MUFU.RCP, for |d| in [2**-126, 2**126] or where the result is discarded."""
+    if _HW:
+        r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [d], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        r = _flush(_rcp(_flush(d)))
+    return r
+
+
+@jit
+def _sqrtz(x):
+    """sqrt(x), sqrt.approx.ftz.f32 (MUFU.RSQ and a multiply; about 1 ulp), for arguments that are never subnormal."""
+    if _HW:
+        r = tl.inline_asm_elementwise("sqrt.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        r = _flush(tl.sqrt(_flush(x)))
+        if _ERR != 0.0:
+            r = r * (1.0 + _ERR * 1.1920928955078125e-07)
+    return r
+
+
+@jit
+def _ln1p(u):
+    """ln(1 + u): Taylor to u**6 for |u| < 1/16 (relative truncation u**6/7 < 2**-26.8; keeps -0.0 and subnormals),
+    lg2(1 + u) ln 2 beyond, where |ln(1 + u)| >= 0.06: 1 + u's rounding (2**-24 absolute in the log) and lg2's
+    2**-22 absolute are below 2**-17.7 relative. u = -1 -> -inf, u < -1 -> NaN, +inf -> +inf, NaN -> NaN."""
+    p = u * -0.16666666666666666 + 0.2
+    p = p * u - 0.25
+    p = p * u + 0.3333333333333333
+    p = p * u - 0.5
+    small = u * (u * p + 1.0)  # (not u + u*u*p: -0.0 + 0.0 would lose the zero's sign)
+    # 1 + u is never subnormal (0 or >= 2**-24 for float32 u): the flushing lg2
+    return tl.where(tl.abs(u) < 0.0625, small, _lg2z(u + 1.0) * _LN2)
+
+
+@jit
+def _ln_m16(x):
+    """ln(x): :func:`_ln1p` of x - 1 (exact for x in [0.5, 2], Sterbenz) near 1, lg2(x) ln 2 elsewhere (relative
+    2**-21.5 from lg2's 2 ulp plus the product's rounding; x in [0.5, 2] beyond |x - 1| >= 1/16: 2**-22 absolute
+    against |ln x| >= 0.06)."""
+    u = x - 1.0
+    return tl.where(tl.abs(u) < 0.0625, _ln1p(u), _lg2(x) * _LN2)
+
+
+@jit
+def _log_m(x, p0, p1, p2):
+    # log: 0 -> -inf (lg2(+-0) = -inf), negative -> NaN, +inf -> +inf, 1 -> +0 (the Taylor branch, u = +0)
+    return _ln_m16(x)
+
+
+@jit
+def _log2_m(x, p0, p1, p2):
+    # log2 = ln(x) / ln 2 by one more rounding (2**-24): exact powers of two stay exact (lg2 of 2**k is k on the
+    # GPU; the product k * ln2 * (1/ln2) may round: the 16-bit rounding absorbs it)
+    u = x - 1.0
+    return tl.where(tl.abs(u) < 0.0625, _ln1p(u) * _LOG2E, _lg2(x))
+
+
+@jit
+def _log10_m(x, p0, p1, p2):
+    u = x - 1.0
+    return tl.where(tl.abs(u) < 0.0625, _ln1p(u) * _LOG10E, _lg2(x) * _LOG10_2)
+
+
+@jit
+def _log1p_m(x, p0, p1, p2):
+    return _ln1p(x)
+
+
+@jit
+def _em1(x):
+    """e**x - 1: Taylor to x**6 for |x| < 1/16 (truncation x**6/5040 < 2**-36 relative; -0.0 and subnormals kept);
+    ex2(x log2 e) - 1 beyond: |e**x - 1| >= 0.06 there, so ex2's 2 ulp, the argument's rounding (|x log2 e| 2**-24)
+    and the subtraction stay below 2**-18 relative for |x| < 90 (larger x overflow to +inf; -inf -> -1)."""
+    p = x * (1.0 / 720.0) + 1.0 / 120.0
+    p = p * x + 1.0 / 24.0
+    p = p * x + 1.0 / 6.0
+    p = p * x + 0.5
+    small = x * (x * p + 1.0)  # keeps -0.0
+    # flushing ex2: a subnormal argument is in the Taylor branch, a subnormal result (x < -87) gives -1 either way
+    return tl.where(tl.abs(x) < 0.0625, small, _ex2z(x * _LOG2E) - 1.0)
+
+
+@jit
+def _expm1_m(x, p0, p1, p2):
+    return _em1(x)
+
+
+@jit
+def _tanh_m(x, p0, p1, p2):
+    # tanh|x| = -m / (m + 2), m = expm1(-2|x|) in [-1, 0]: no cancellation (m + 2 in [1, 2]), relative error of m
+    # (2**-18) plus rcp's 1 ulp; +-inf -> +-1 (m = -1), -0.0 -> -0.0 (copysign), NaN -> NaN
+    m = _em1(-2.0 * tl.abs(x))
+    return _copysign(-m * _rcpz(m + 2.0), x)  # m + 2 in [1, 2]
+
+
+@jit
+def _copysign(a, b):
+    # |a| with b's sign bit (a >= 0 or NaN here)
+    ib = b.to(tl.int32, bitcast=True)
+    ia = a.to(tl.int32, bitcast=True)
+    return ((ia & 0x7FFFFFFF) | (ib & -2147483648)).to(tl.float32, bitcast=True)
+
+
+@jit
+def _atanh_m(x, p0, p1, p2):
+    # |x| < 1/16: x + x**3 (1/3 + x**2/5 + x**4/7) (truncation x**8/9 relative < 2**-35); beyond:
+    # ln((1 + a) / (1 - a)) / 2, a = |x|, result >= 0.0625: the quotient's roundings and rcp (4 ulp together, 2**-22
+    # absolute in the log) and lg2's error stay below 2**-17 relative. |x| = 1 -> +-inf (rcp(0) = inf), |x| > 1 ->
+    # NaN (a negative quotient), NaN -> NaN, -0.0 kept.
+    a = tl.abs(x)
+    w = x * x
+    p = w * (1.0 / 7.0) + 0.2
+    p = p * w + 0.3333333333333333
+    small = x * (w * p + 1.0)
+    # 1 - a is 0 or normal for |x| <= 1 and the quotient >= 1: the flushing rcp and lg2; |x| > 1 -> NaN explicitly
+    # (1 - a = -3e38 has a subnormal reciprocal, which the flushing rcp makes -0 and lg2 -inf)
+    big = _lg2z((1.0 + a) * _rcpz(1.0 - a)) * (0.5 * _LN2)
+    return tl.where(a < 0.0625, small, tl.where(a > 1.0, float("nan"), _copysign(big, x)))
+
+
+@jit
+def _acosh_m(x, p0, p1, p2):
+    # acosh(x) = ln1p(u + sqrt(u (u + 2))), u = x - 1 (exact near 1, Sterbenz): accurate where the result is small
+    # (x -> 1, result ~ sqrt(2u)); ln(2x) = ln x + ln 2 past 2**62 where u**2 would overflow. x < 1 (and -inf)
+    # -> NaN explicitly, x = 1 -> +0, +inf -> +inf, NaN -> NaN. u (u + 2) is 0 or >= 2**-10 for 16-bit x >= 1 (the
+    # flushing sqrt.approx, 1 ulp; negative -> NaN, discarded).
+    u = x - 1.0
+    huge = x > 4.611686018427388e18
+    v = tl.where(huge, x, u + _sqrtz(u * (u + 2.0)))
+    r = _ln1p(v) + tl.where(huge, _LN2, 0.0)
+    return tl.where(x < 1.0, float("nan"), r)
+
+
+@jit
+def _erf_small(t):
+    # erf(t) for |t| < 0.9375: t P(t**2), degree-5 fit (relative error 1.7e-7 evaluated in float32); odd: -0.0 kept
+    s = t * t
+    p = s * -0.0005951662413953979 + 0.004985943873477186
+    p = p * s - 0.026761979183197754
+    p = p * s + 0.11281693585809738
+    p = p * s - 0.3761248172542867
+    p = p * s + 1.128379147449362
+    return t * p
+
+
+@jit
+def _erfc_big(t):
+    # erfc(t) for t >= 0.9375 (or +inf): z 2**(-t**2 log2 e + G(z)), z = 1/t, G a degree-8 fit (see the module doc);
+    # t = +inf -> z = 0, 2**-inf = 0 -> +0; subnormal results kept (bfloat16 has float32's exponent range)
+    z = _rcpz(t)  # t >= 0.9375 where the result is used
+    g = z * 0.13440861423103243 - 0.7639843422338123
+    g = g * z + 1.846017185279047
+    g = g * z - 2.395764887905289
+    g = g * z + 1.6025801424888246
+    g = g * z - 0.10940290670069282
+    g = g * z - 0.7138339167596174
+    g = g * z + 2.574342329197954e-05
+    g = g * z - 0.8257673218911441
+    return _ex2((t * t) * -_LOG2E + g) * z
+
+
+@jit
+def _erf_m(x, p0, p1, p2):
+    # |x| < 0.9375: the fit; beyond 1 - erfc(|x|) (:func:`_erfc_erf`), the sign of x.
+    # +-inf -> +-1, NaN -> NaN (the second branch: rcp, ex2 propagate it), -0.0 kept.
+    a = tl.abs(x)
+    return tl.where(a < 0.9375, _erf_small(x), _copysign(1.0 - _erfc_erf(a), x))
+
+
+@jit
+def _erfc_erf(a):
+    # erfc(a) for erf's tail: 2**P(t), t = min(a, 4) (erf(4) rounds to 1 in float32; NaN propagates), P a degree-6 fit
+    # of log2(erfc) on [0.9375, 4] (8.5e-6 absolute in log2 units: erfc within 6e-6 relative, erf = 1 - erfc within
+    # 1e-6 relative); P >= -26 there: the flushing ex2
+    t = tl.minimum(a, 4.0, propagate_nan=tl.PropagateNan.ALL)
+    p = t * 0.000132912557887499 - 0.002675810822318714
+    p = p * t + 0.024060452054179587
+    p = p * t - 0.13048203215114107
+    p = p * t - 0.9451490879763325
+    p = p * t - 1.6090628656487111
+    p = p * t - 0.005238378067644984
+    return _ex2z(p)
+
+
+@jit
+def _erfc_m(x, p0, p1, p2):
+    # |x| < 0.9375: 1 - erf(x) (in [0.18, 1.82]: no cancellation); x >= 0.9375: the tail formula, relative; x <=
+    # -0.9375: 2 - erfc(|x|) (in [1.82, 2]). +inf -> +0, -inf -> 2, NaN -> NaN.
+    a = tl.abs(x)
+    c = _erfc_big(a)
+    return tl.where(a < 0.9375, 1.0 - _erf_small(x), tl.where(x < 0, 2.0 - c, c))
+
+
+@jit
+def _logaddexp_m(x, y, p0, p1, p2):
+    # ATen's formula, m + log1p(e**-|x - y|), with the pieces above: e**-d in (0, 1] by the non-flushing ex2 (a
+    # subnormal e**-d is a bfloat16-representable result when m = 0), its log1p relative (Taylor below 1/16), so
+    # the result is within ~2**-18 relative of m + log1p(...) whatever the sizes. x == y == +-inf -> x (ATen), NaN
+    # propagates (hardware max.NaN), one infinite operand: +inf -> +inf, -inf -> the other.
+    m = tl.maximum(x, y, propagate_nan=tl.PropagateNan.ALL)
+    d = tl.abs(x - y)
+    r = m + _ln1p(_ex2(d * -_LOG2E))
+    return tl.where((x == y) & (tl.abs(x) == float("inf")), x, r)
+
+
+@jit
+def _xlogy_m(x, y, p0, p1, p2):
+    # ATen's: 0 where x == 0 (y not NaN), x ln(y) otherwise (ln by :func:`_ln_m16`, relative ~2**-21), NaN y -> NaN
+    r = tl.where(x == 0, 0.0, x * _ln_m16(y))
+    return tl.where(y != y, y, r)
+
+
+# op name -> (the default body's name in ops/elementwise.py, the body here)
+OPS = {
+    "log": ("_log_b", _log_m),
+    "log2": ("_log2_b", _log2_m),
+    "log10": ("_log10_b", _log10_m),
+    "log1p": ("_log1p_b", _log1p_m),
+    "expm1": ("_expm1_b", _expm1_m),
+    "tanh": ("_tanh_b", _tanh_m),
+    "atanh": ("_atanh_b", _atanh_m),
+    "acosh": ("_acosh_b", _acosh_m),
+    "erf": ("_erf_b", _erf_m),
+    "erfc": ("_erfc_b", _erfc_m),
+    "logaddexp": ("_logaddexp_b", _logaddexp_m),
+    "xlogy": ("_xlogy_b", _xlogy_m),
+}
+
+_BY_ID: dict | None = None
+
+
+def math16_body(body):
+    """The ``FAST_MATH16`` body replacing the default ``@jit`` body ``body`` (one of :data:`OPS`), or None.
+
+    Built lazily from ops/elementwise.py's bodies (that module imports the pointwise generator, which asks here)."""
+    global _BY_ID
+    if _BY_ID is None:
+        from . import elementwise as E
+        _BY_ID = {id(getattr(E, name)): (getattr(E, name), m) for name, m in OPS.values()}
+    hit = _BY_ID.get(id(body))
+    return None if hit is None else hit[1]

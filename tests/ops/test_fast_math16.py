@@ -1,0 +1,174 @@
+"""``FAST_MATH16`` (ops/fast_math16.py): the cheaper float32 bodies of 16-bit outputs.
+
+Interpreter tier: every one of the 65 536 bit patterns of bfloat16 and of float16 through each op with the key on,
+against the float64 oracle by the tolerance table (special values included: NaN where the oracle has NaN,
+infinities equal, the sign of zero), at most one 16-bit ulp from the correctly rounded value, with the approximate
+instructions computed exactly and pushed to both ends of their documented error (``_ERR``); the places where the
+result differs from the default (libdevice) body are counted and bounded. Compiled tier: sm_90 SASS per element
+with and without the key (ahead-of-time compiles, no GPU needed); the key leaves float32 results alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.dtypes import table as T
+from nbxtensor.dtypes.casting import cast_array
+from nbxtensor.ops import fast_math16 as M16
+from nbxtensor.ops import registry
+from nbxtensor.runtime import configs
+from nbxtensor.runtime.triton_compat import HAVE_TRITON, tl
+
+import pointwise_harness as H
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+
+OPS = list(M16.OPS)
+# Most results that differ from the default body's (one 16-bit ulp each, inputs next to a rounding boundary), per
+# op and dtype, of 65 536 inputs (measured with the exact primitives: see test_exhaustive_16bit's print).
+_MAX_DIFF = 0.01
+
+
+def _all_patterns(dt) -> np.ndarray:
+    return np.arange(65536, dtype=np.uint32).astype(np.uint16).view(dt.numpy)
+
+
+BINARY = ("logaddexp", "xlogy")
+
+
+def _second(dt) -> np.ndarray:
+    """The second operand of the binary ops, against every first operand: special values, values near 1 (xlogy's
+    zero), subnormals and the extremes of the dtype, and random ones."""
+    import ml_dtypes
+    rng = np.random.default_rng(4)
+    info = ml_dtypes.finfo(dt.numpy)
+    sp = [0.0, -0.0, 1.0, np.inf, -np.inf, np.nan, float(-info.max), float(info.smallest_subnormal),
+          float(1 - info.epsneg), -7.5]
+    r = rng.standard_normal(4) * np.exp(rng.uniform(-6, 6, 4))
+    v = sp + list(r)
+    if H.QUICK:  # the interpreter tier of CI: 5 second operands (zero, one, inf, NaN, a random one)
+        v = [0.0, 1.0, np.inf, np.nan, r[0]]
+    return np.array(v, dtype=np.float32).astype(dt.numpy)
+
+
+def _run(op, x, key: int, err: float = 0.0, y=None):
+    f = getattr(nbx, op)
+    old = M16._ERR
+    M16._ERR = tl.constexpr(err)
+    try:
+        with configs.override("pointwise", FAST_MATH16=key):
+            if y is not None:
+                return H.result_host(f(nbx.from_numpy(x[:, None]), nbx.from_numpy(y[None, :])))
+            return H.result_host(f(nbx.from_numpy(x)))
+    finally:
+        M16._ERR = old
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = a.view(np.uint16).astype(np.int64), b.view(np.uint16).astype(np.int64)
+    return np.where((a >> 15) == (b >> 15), np.abs(a - b), (a & 0x7FFF) + (b & 0x7FFF))
+
+
+@pytest.mark.skipif(not H.INTERPRET, reason="runs the Triton bodies under the interpreter")
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=lambda d: d.name)
+@pytest.mark.parametrize("op", OPS)
+def test_exhaustive_16bit(op, dt):
+    rec = registry.get(op)
+    x = _all_patterns(dt)
+    x64 = cast_array(x, dt, T.float64)
+    y = _second(dt) if op in BINARY else None
+    with np.errstate(all="ignore"):
+        e64 = np.asarray(rec.oracle(x64) if y is None else rec.oracle(x64[:, None], cast_array(y, dt, T.float64)[None]),
+                         np.float64)
+    exp = cast_array(e64, T.float64, dt)
+    # the correctly rounded value for the ulp count: atanh's oracle (0.5 ln((1+x)/(1-x))) cancels for tiny x
+    with np.errstate(all="ignore"):
+        cr = cast_array(np.arctanh(x64), T.float64, dt) if op == "atanh" else exp
+    base = _run(op, x, 0, y=y)
+    # (the quick interpreter tier of CI: the two ends of the error bounds, which bracket the exact primitives; one
+    # for the binary ops)
+    errs = (0.0, 1.0, -1.0) if not H.QUICK else (1.0,) if y is not None else (1.0, -1.0)
+    for err in errs:
+        got = _run(op, x, 1, err, y=y)
+        what = f"{op} {dt.name} FAST_MATH16 (approximate instructions at {err:+g} x their bound)"
+        H.assert_close(got, exp, dt, what=what)
+        g, ex = got.astype(np.float32), exp.astype(np.float32)
+        assert np.array_equal(np.isnan(g), np.isnan(ex)), what
+        fin = np.isfinite(ex) & np.isfinite(g)
+        b = base.astype(np.float32)
+        zero = (g == 0) & (b == 0)  # the sign of zero as the default body (libdevice, PyTorch's CUDA functions)
+        assert np.array_equal(np.signbit(g[zero]), np.signbit(b[zero])), (what, np.argwhere(zero)[
+            np.signbit(g[zero]) != np.signbit(b[zero])][:5])
+        # one 16-bit ulp from the correctly rounded value, or one more than the default body where its formula
+        # cancels (logaddexp's m + log1p(.) near 0: within the tolerance's atol either way)
+        u = _ulps(got[fin], cr[fin])
+        lim = np.maximum(1, np.where(np.isfinite(b[fin]), _ulps(base[fin], cr[fin]), 0) + 1)
+        if op == "logaddexp":  # m + log1p(e**-d) cancelling (|result| < |m| / 16): the tolerance's atol only
+            xx, yy = np.broadcast_arrays(x64[:, None], cast_array(y, dt, T.float64)[None])
+            lim = np.where(np.abs(e64[fin]) < np.maximum(np.abs(xx), np.abs(yy))[fin] / 16, 1 << 16, lim)
+        bad = u > lim
+        assert not bad.any(), (what, np.argwhere(fin)[bad][:5], got[fin][bad][:5], cr[fin][bad][:5])
+        differ = ~((got.view(np.uint16) == base.view(np.uint16)) | (np.isnan(g) & np.isnan(b)))
+        n = int(differ.sum())
+        print(f"\n{op} {dt.name} (error {err:+g}): {n} of {got.size} results differ from the default body, "
+              f"{int((u > 0).sum())} from the correctly rounded value")
+        assert n <= _MAX_DIFF * got.size, (op, dt.name, n)
+
+
+@pytest.mark.skipif(not H.INTERPRET, reason="runs the Triton bodies under the interpreter")
+@pytest.mark.parametrize("op", ["log", "tanh", "erfc"])
+def test_key_leaves_float32_alone(op):
+    x = np.linspace(-3, 3, 1001, dtype=np.float32)
+    assert np.array_equal(_run(op, x, 1), _run(op, x, 0), equal_nan=True)
+
+
+def test_every_body_replaces_a_default_body():
+    from nbxtensor.ops import elementwise as E
+    for op, (name, body) in M16.OPS.items():
+        default = getattr(E, name)
+        assert registry.get(op).triton.body is default, op
+        assert M16.math16_body(default) is body, op
+    assert M16.math16_body(E._exp_b) is None
+
+
+def test_key_off_by_default():
+    import json
+    from pathlib import Path
+    for f in (Path(configs.__file__).parent / "configs").glob("*.json"):
+        rules = json.loads(f.read_text()).get("pointwise", [])
+        assert not any(r["config"].get(M16.KEY) for r in rules), f  # the lead turns it on after the H200 sweep
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compiled tier: sm_90 SASS instructions per element, bf16 32768x8192-like launches (ahead of time, no GPU)
+# ---------------------------------------------------------------------------------------------------------
+# op -> (SASS instructions per element allowed with FAST_MATH16, at least this many without). Measured 2026-11-30
+# (Triton 3.6, sm_90, the sm_90 table's large-tensor rule), default -> FAST_MATH16: log 29.50 -> 17.12, log2 31.50
+# -> 17.12, log10 30.50 -> 18.12, log1p 33.62 -> 14.12, expm1 32.12 -> 14.12, tanh 24.88 -> 21.62, atanh 43.62 ->
+# 20.12, acosh 74.75 -> 24.38, erf 32.38 -> 24.25, erfc 49.38 -> 29.38, logaddexp 50.38 -> 26.75, xlogy 36.00 ->
+# 23.75 (bf16 in and out; relu takes 5).
+_SASS = {
+    "log": (17.5, 28), "log2": (17.5, 30), "log10": (18.5, 29), "log1p": (14.5, 32), "expm1": (14.5, 31),
+    "tanh": (22, 24), "atanh": (20.5, 42), "acosh": (25, 73), "erf": (24.5, 31), "erfc": (30, 48),
+    "logaddexp": (27, 49), "xlogy": (24, 35),
+}
+
+
+@pytest.mark.skipif(H.INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler")
+@pytest.mark.parametrize("op", OPS)
+def test_sm90_instruction_counts(op, monkeypatch):
+    from test_pointwise import _bf16_launch, _compile_as_jit, _e, _sass_per_element
+    budget, before = _SASS[op]
+    call = (lambda: getattr(nbx, op)(_e(), _e())) if op in BINARY else (lambda: getattr(nbx, op)(_e()))  # noqa: E731
+    kernel, kargs, meta = _bf16_launch(call, monkeypatch)
+    base, _ = _sass_per_element(_compile_as_jit(kernel, kargs, meta), meta)
+    with configs.override("pointwise", FAST_MATH16=1):
+        kernel, kargs, meta = _bf16_launch(call, monkeypatch)
+    c = _compile_as_jit(kernel, kargs, meta)
+    per, ops = _sass_per_element(c, meta)
+    print(f"\n{op}: {base:.2f} -> {per:.2f} SASS instructions per element")
+    assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
+    assert per <= budget and base >= before, f"{op}: {per:.2f} with FAST_MATH16 (budget {budget}), {base:.2f} without"
+    assert "approx" in c.asm["ptx"], op
