@@ -1,9 +1,9 @@
 """Cheaper float32 math for elementwise ops whose output is bfloat16 or float16, behind the pointwise rules'
 config key ``FAST_MATH16`` (default 0: off in code and in every runtime/configs/*.json).
 
-Why: these ops compute in float32 with libdevice's correctly-rounded-ish functions (no flush-to-zero) and round
-once to 16 bits. On the H200 that made log, log2, log10, log1p, expm1, tanh, atanh, acosh, erf and erfc
-instruction-bound (56-82 % of the 4.8 TB/s datasheet bandwidth in bfloat16, session 4). A 16-bit result keeps 8
+Why: these ops compute in float32 with libdevice's accurate functions (no flush-to-zero) and round once to 16 bits.
+On the H200 that made log, log2, log10, log1p, expm1, tanh, atanh, acosh, erf, erfc, logaddexp, xlogy and atan2
+instruction-bound (50-82 % of the 4.8 TB/s datasheet bandwidth in bfloat16, session 4). A 16-bit result keeps 8
 (bfloat16) or 11 (float16) significant bits, so a float32 intermediate within ~2**-17 relative of the exact value
 rounds to the same 16-bit value except right next to a rounding boundary, where it can land one 16-bit ulp away
 (the tests count those places per op against the default body, for all 65 536 inputs of each 16-bit dtype).
@@ -18,7 +18,10 @@ through inline PTX, without flush-to-zero where a subnormal can reach them:
   lg2(+0) = -inf, lg2(negative) = NaN, lg2(+inf) = +inf, NaN -> NaN.
 - ``ex2.approx.f32`` (MUFU.EX2): 2 ulp (``__exp2f``'s bound; PTX ISA: "maximum relative error 2**-22.5" on the
   reduced range); non-ftz keeps subnormal results; ex2(-inf) = +0, ex2(+inf) = +inf.
-- ``rcp.approx.f32``: 1 ulp; rcp(+-0) = +-inf, rcp(+-inf) = +-0.
+- ``rcp.approx.f32``: 1 ulp; rcp(+-0) = +-inf, rcp(+-inf) = +-0. ``sqrt.approx.f32``: about 1 ulp.
+- The ``.ftz`` forms (one MUFU instruction, no rescaling) where no subnormal operand or result can matter; each use
+  says why, and the interpreter emulates the flush (a subnormal operand or result becomes a zero of its sign), so
+  the exhaustive tests check those claims too (they caught atanh(3e38): a subnormal reciprocal flushed to -0).
 
 Near the zeros of a function (where a relative bound is what the tolerance needs and MUFU.LG2's absolute error
 is not enough) short polynomials take over: ``log1p(u)`` for ``|u| < 1/16`` (Taylor to u**6, truncation below
@@ -39,9 +42,10 @@ checked for all 65 536 inputs of each 16-bit dtype, not only for the exact primi
 Special values are PyTorch's (checked by the same exhaustive tests): NaN -> NaN, +-inf, -0.0 kept where the
 function is odd, domain errors give NaN (log of a negative, log1p below -1, atanh beyond +-1, acosh below 1).
 
-pow already has ``ALT_POW`` (ops/elementwise.py) and cosh ``ALT_COSH``; sin/cos/tan, asin/acos, atan2,
-logaddexp and xlogy are not covered yet (sin.approx's absolute error 2**-20.9 would need a relative fix near the
-zeros and a range reduction).
+pow already has ``ALT_POW`` (ops/elementwise.py) and cosh ``ALT_COSH``. Not covered: asin and acos (libdevice's are
+already 23 SASS instructions per element on sm_90; a fitted polynomial with sqrt.approx took 24-25), sin/cos/tan
+(sin.approx's absolute error 2**-20.9 would need a relative fix near the zeros, and a range reduction for the
+bfloat16 range), the activations (gelu, elu, ... have their own ``fast`` bodies, ops/activation.py).
 """
 
 from __future__ import annotations
@@ -347,6 +351,37 @@ def _xlogy_m(x, y, p0, p1, p2):
     return tl.where(y != y, y, r)
 
 
+@jit
+def _atan2_m(y, x, p0, p1, p2):
+    # atan2(y, x) (ATen's operand order: input = y): z = min(|x|, |y|) / max(|x|, |y|) in [0, 1] (both scaled by 2**64
+    # or 2**-64 first where the larger is below 2**-62 or above 2**62, exactly, so that rcp.approx sees a normal
+    # number: 2 ulp with the product), atan(z) = z P(z**2) with ops/elementwise.py's _atan_f polynomial (degree 7,
+    # relative 1e-7), then pi/2 - r where |y| > |x| and pi - r where x is negative (or -0.0): no cancellation (the
+    # results are >= pi/4 and >= pi/2), y's sign. C99's special values (PyTorch's): atan2(+-0, +0) = +-0,
+    # atan2(+-0, -0) = +-pi, atan2(+-inf, +-inf) = +-pi/4, +-3pi/4 (z = 1), atan2(y, +inf) = +-0, atan2(y, -inf) =
+    # +-pi, NaN -> NaN.
+    a = tl.abs(y)
+    b = tl.abs(x)
+    mx = tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    mn = tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    sc = tl.where(mx < 2.168404344971009e-19, 1.8446744073709552e+19,
+                  tl.where(mx > 4.611686018427388e+18, 5.421010862427522e-20, 1.0))
+    z = (mn * sc) * _rcp(mx * sc)
+    z = tl.where(mx == 0, 0.0, tl.where(mn == float("inf"), 1.0, z))
+    w = z * z
+    p = w * -0.004693898856552206 + 0.024254437387726202
+    p = p * w - 0.05948898694470445
+    p = p * w + 0.09914455573812883
+    p = p * w - 0.14019532834743254
+    p = p * w + 0.19969731692534737
+    p = p * w - 0.33331991178212705
+    p = p * w + 0.9999999010285172
+    r = z * p
+    r = tl.where(a > b, 1.5707963267948966 - r, r)
+    r = tl.where(x.to(tl.int32, bitcast=True) < 0, 3.141592653589793 - r, r)
+    return _copysign(r, y)
+
+
 # op name -> (the default body's name in ops/elementwise.py, the body here)
 OPS = {
     "log": ("_log_b", _log_m),
@@ -361,6 +396,7 @@ OPS = {
     "erfc": ("_erfc_b", _erfc_m),
     "logaddexp": ("_logaddexp_b", _logaddexp_m),
     "xlogy": ("_xlogy_b", _xlogy_m),
+    "atan2": ("_atan2_b", _atan2_m),
 }
 
 _BY_ID: dict | None = None
