@@ -259,12 +259,13 @@ def test_compiles_for_sm90(case, monkeypatch):
         assert_ieee_like_nvcc(c, rec.name, fast=kargs[0].dtype in PW.NARROW)
 
 
-def _record_launches(rec, dt, params, monkeypatch) -> list:
+def _record_launches(rec, dt, params, monkeypatch, **settings) -> list:
     """The (kernel, args, meta) launches of ``rec``'s Triton implementation on a (4, 6) case of dtype ``dt``
-    (one contiguous and one strided operand), captured instead of run, with sm90.json's settings."""
+    (one contiguous and one strided operand), captured instead of run, with sm90.json's settings (``settings``
+    laid over them)."""
     got = _capture(monkeypatch)
     monkeypatch.setattr(PW, "launch_config", lambda op, device, **k: dict(
-        __import__("nbxtensor.runtime.configs", fromlist=["_table"])._table("sm90")[op][-1]["config"]))
+        __import__("nbxtensor.runtime.configs", fromlist=["_table"])._table("sm90")[op][-1]["config"], **settings))
     rng = np.random.default_rng(0)
     names = rec.extra["schema_obj"].operands
     args = []
@@ -356,7 +357,9 @@ def test_sm90_ptx_ieee_regressions(case, monkeypatch):
     NaN-dropping min/max; and the same kernels compiled with Triton's default FTZ libdevice are caught."""
     import re
     name, params, must, must_not = case
-    for kernel, kargs, meta in _record_launches(registry.get(name), T.float32, params, monkeypatch):
+    # the precise bodies: rsqrt's ALT_RSQRT (on in sm90.json: nvcc's rsqrt.approx.f32, as PyTorch's kernel; checked
+    # by test_sm90_alt_bodies_instruction_budget) is laid off here
+    for kernel, kargs, meta in _record_launches(registry.get(name), T.float32, params, monkeypatch, ALT_RSQRT=0):
         assert meta.get("enable_reflect_ftz") is False, meta
         c = _compile_sm90(kernel, kargs, meta)
         assert_ieee_like_nvcc(c, name)
@@ -546,7 +549,8 @@ def test_sm90_alt_bodies_instruction_budget(op, monkeypatch):
     well below the default body's count; rsqrt's is the non-flushing ``rsqrt.approx.f32`` (nvcc's rsqrtf)."""
     from nbxtensor.runtime import configs
     call, key, budget, before = _ALT_BUDGETS[op]
-    kernel, kargs, meta = _bf16_launch(lambda: call(nbx), monkeypatch)
+    with configs.override("pointwise", **{key: 0}):   # the default body (sm90.json turns the key on)
+        kernel, kargs, meta = _bf16_launch(lambda: call(nbx), monkeypatch)
     base, _ = _sass_per_element(_compile_as_jit(kernel, kargs, meta), meta)
     with configs.override("pointwise", **{key: 1}):
         kernel, kargs, meta = _bf16_launch(lambda: call(nbx), monkeypatch)

@@ -218,7 +218,9 @@ CASES = [
      ["_reduce_cols_kernel"] * 2),
     ("reduction", "std-rows-f64", lambda: (lambda x: lambda: nbx.std(x, 1))(_t(4, 300, dtype=nbx.float64)),
      ["_reduce_rows_kernel"]),
-    ("reduction", "logsumexp", lambda: (lambda x: lambda: nbx.logsumexp(x, 1))(_t(4, 300)), ["_reduce_rows_kernel"]),
+    ("reduction", "logsumexp", lambda: (lambda x: lambda: nbx.logsumexp(x, 1))(_t(4, 300)), ["_reduce_rows_kernel"],
+     {"min.f32": "LSE_EX2 (on in sm90.json): _ex2_nonpos's min(t, 0) maps a NaN exponent to 0 on purpose (equal "
+                 "infinite maxima add their sums; a NaN element already made the maximum NaN)"}),
     ("reduction", "amax", lambda: (lambda x: lambda: nbx.amax(x, 1))(_t(4, 300)), ["_reduce_rows_kernel"]),
     ("reduction", "nanmean", lambda: (lambda x: lambda: nbx.nanmean(x, 1))(_t(4, 300)), ["_reduce_rows_kernel"]),
     ("reduction", "vector_norm-p3", lambda: (lambda x: lambda: nbx.vector_norm(x, 3, 1))(_t(4, 300)),
@@ -274,7 +276,8 @@ def test_sm90_ptx_follows_pytorch_float_semantics(case, monkeypatch):
     """Every launch of the case compiles to a cubin for sm_90 whose PTX has no approximate division, no
     approximate reciprocal or flush-to-zero outside libdevice's internals, no NaN-dropping minimum/maximum and
     no SFU approximation beyond the declared fast paths (:func:`ptx_violations`)."""
-    family, name, factory, expected = case
+    family, name, factory, expected = case[:4]
+    allowed = case[4] if len(case) > 4 else {}   # a case's own deliberate exceptions, each explained
     call = factory()
     with captured(monkeypatch) as got:
         call()
@@ -285,13 +288,14 @@ def test_sm90_ptx_follows_pytorch_float_semantics(case, monkeypatch):
             continue  # a helper launch (a copy or fill of the host wrapper): audited by its own case
         c = compile_sm90(kernel, args, meta)
         assert c.asm["cubin"], (name, kernel.__name__)
-        bad = ptx_violations(c, kernel.__name__)
+        bad = [b for b in ptx_violations(c, kernel.__name__) if b not in allowed]
         assert not bad, f"{family}/{name}: {kernel.__name__} deviates from PyTorch's CUDA float semantics: {bad}"
 
 
 def test_allow_lists_are_short_and_explained():
     assert len(LIBDEVICE_INTERNALS) <= 8 and len(FAST_EXP) <= 6 and len(NAN_FREE_MAX) <= 2
-    for table in (LIBDEVICE_INTERNALS, FAST_EXP, NAN_FREE_MAX):
+    assert sum(len(c) > 4 for c in CASES) <= 2
+    for table in (LIBDEVICE_INTERNALS, FAST_EXP, NAN_FREE_MAX, *(c[4] for c in CASES if len(c) > 4)):
         assert all(isinstance(why, str) and len(why) > 10 for why in table.values())
 
 
