@@ -147,14 +147,14 @@ ALT_CASES = [  # (case name, op, key, dtype, input domain, second operand: None,
 # 32768x8192 (the second operand of the binary ops the same), domains as bench_ops.py. sm_90 SASS per element,
 # default -> FAST_MATH16: log 29.5 -> 17.1, log2 31.5 -> 17.1, log10 30.5 -> 18.1, log1p 33.6 -> 14.1, expm1
 # 32.1 -> 14.1, tanh 24.9 -> 21.6, atanh 43.6 -> 20.1, acosh 74.8 -> 24.4, erf 32.4 -> 24.3, erfc 49.4 -> 29.4,
-# logaddexp 50.4 -> 26.8, xlogy 36.0 -> 23.8, atan2 86.9 -> 42.8; session 4's bench_ops (% of 4800 GB/s): erfc 49.8,
-# atanh 58.9, acosh 60.6, atan2 62.3, expm1 64.4, log2 65.9, erf 66.5, log 67.8, log10 68.4, logaddexp 72.2, log1p
-# 75.0, tanh 81.3, xlogy 81.5.
+# logaddexp 50.4 -> 26.8, xlogy 36.0 -> 23.8, atan2 86.9 -> 42.8, asinh 30.1 (its fast body) -> 22.1; session 4's
+# bench_ops (% of 4800 GB/s): erfc 49.8, atanh 58.9, acosh 60.6, atan2 62.3, expm1 64.4, log2 65.9, asinh 66.4, erf
+# 66.5, log 67.8, log10 68.4, logaddexp 72.2, log1p 75.0, tanh 81.3, xlogy 81.5.
 MATH16_CASES = [  # (op, input domain, binary)
     ("erfc", "normal", False), ("atanh", "unit", False), ("acosh", "ge1", False), ("expm1", "small", False),
     ("log2", "positive", False), ("erf", "normal", False), ("log", "positive", False), ("log10", "positive", False),
     ("logaddexp", "normal", True), ("log1p", "positive", False), ("tanh", "normal", False),
-    ("xlogy", "positive", True), ("atan2", "normal", True),
+    ("xlogy", "positive", True), ("atan2", "normal", True), ("asinh", "normal", False),
 ]
 GROUPS = ("issue4", "activations", "alt", "math16", "all")
 
@@ -480,7 +480,7 @@ def main(argv=None) -> int:
                    help="issue4 (default): remainder's schedules and the BLOCK x num_warps grid of simple ops (no "
                    "numerics pass); activations: the earlier cases with the cast and fast-body numerics; alt: the "
                    "ALT_* bodies (cosh, rsqrt, pow) against the table's (no numerics pass); math16: FAST_MATH16 "
-                   "(ops/fast_math16.py) against the table's body on 13 ops (no numerics pass); all")
+                   "(ops/fast_math16.py) against the table's body on 14 ops (no numerics pass); all")
     a = p.parse_args(argv)
     t0 = time.monotonic()
     import nbxtensor as nbx

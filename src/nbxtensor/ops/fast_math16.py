@@ -3,7 +3,7 @@ config key ``FAST_MATH16`` (default 0: off in code and in every runtime/configs/
 
 Why: these ops compute in float32 with libdevice's accurate functions (no flush-to-zero) and round once to 16 bits.
 On the H200 that made log, log2, log10, log1p, expm1, tanh, atanh, acosh, erf, erfc, logaddexp, xlogy and atan2
-instruction-bound (50-82 % of the 4.8 TB/s datasheet bandwidth in bfloat16, session 4). A 16-bit result keeps 8
+(and asinh, despite its ``fast`` body) instruction-bound (50-82 % of the 4.8 TB/s datasheet bandwidth in bfloat16, session 4). A 16-bit result keeps 8
 (bfloat16) or 11 (float16) significant bits, so a float32 intermediate within ~2**-17 relative of the exact value
 rounds to the same 16-bit value except right next to a rounding boundary, where it can land one 16-bit ulp away
 (the tests count those places per op against the default body, for all 65 536 inputs of each 16-bit dtype).
@@ -384,6 +384,23 @@ def _atan2_m(y, x, p0, p1, p2):
     return _copysign(r, y)
 
 
+@jit
+def _asinh_m(x, p0, p1, p2):
+    # ops/elementwise.py's ``fast`` body (_asinh_f: |x| P(x**2) below 0.5, ln(|x| + sqrt(x**2 + 1)) through lg2
+    # beyond, ln 2 + ln|x| past 2**62) with the flushing sqrt: x**2 + 1 >= 1 is never subnormal (the non-flushing
+    # sqrt.approx costs a range test and two rescales); lg2's argument is >= 1.6. +-inf -> +-inf, NaN, -0.0 kept.
+    a = tl.abs(x)
+    w = a * a
+    p = w * 0.019909801497763637 - 0.04258130801927272
+    p = p * w + 0.07482584332796222
+    p = p * w - 0.1666614185210067
+    p = p * w + 0.9999999745133912
+    huge = a > 4.611686018427388e18
+    y = tl.where(huge, a, a + _sqrtz(w + 1.0))
+    big = (_lg2z(y) + tl.where(huge, 1.0, 0.0)) * _LN2
+    return _copysign(tl.where(a < 0.5, a * p, big), x)
+
+
 # op name -> (the default body's module and name, the body here)
 OPS = {
     "log": ("elementwise", "_log_b", _log_m),
@@ -399,6 +416,7 @@ OPS = {
     "logaddexp": ("elementwise", "_logaddexp_b", _logaddexp_m),
     "xlogy": ("elementwise", "_xlogy_b", _xlogy_m),
     "atan2": ("elementwise", "_atan2_b", _atan2_m),
+    "asinh": ("elementwise", "_asinh_b", _asinh_m),
 }
 
 _BY_ID: dict | None = None
