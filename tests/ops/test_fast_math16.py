@@ -1,6 +1,6 @@
 """``FAST_MATH16`` (ops/fast_math16.py): the cheaper float32 bodies of 16-bit outputs.
 
-Interpreter tier: every one of the 65 536 bit patterns of bfloat16 and of float16 through each op with the key on,
+Interpreter tier (and the GPU tier with the real instructions, NBX_TEST_DEVICE=cuda): every one of the 65 536 bit patterns of bfloat16 and of float16 through each op with the key on,
 against the float64 oracle by the tolerance table (special values included: NaN where the oracle has NaN,
 infinities equal, the sign of zero), at most one 16-bit ulp from the correctly rounded value, with the approximate
 instructions computed exactly and pushed to both ends of their documented error (``_ERR``); the places where the
@@ -53,15 +53,15 @@ def _second(dt) -> np.ndarray:
     return np.array(v, dtype=np.float32).astype(dt.numpy)
 
 
-def _run(op, x, key: int, err: float = 0.0, y=None):
+def _run(op, x, key: int, err: float = 0.0, y=None, device="cpu"):
     f = getattr(nbx, op) if hasattr(nbx, op) else getattr(nbx.nn.functional, op)
     old = M16._ERR
     M16._ERR = tl.constexpr(err)
     try:
         with configs.override("pointwise", FAST_MATH16=key):
             if y is not None:
-                return H.result_host(f(nbx.from_numpy(x[:, None]), nbx.from_numpy(y[None, :])))
-            return H.result_host(f(nbx.from_numpy(x)))
+                return H.result_host(f(nbx.from_numpy(x[:, None]).to(device), nbx.from_numpy(y[None, :]).to(device)))
+            return H.result_host(f(nbx.from_numpy(x).to(device)))
     finally:
         M16._ERR = old
 
@@ -71,50 +71,74 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where((a >> 15) == (b >> 15), np.abs(a - b), (a & 0x7FFF) + (b & 0x7FFF))
 
 
+class _Case:
+    """All 65 536 patterns of ``dt`` (the first operand; the second: :func:`_second`) with the float64 oracle's
+    results rounded to ``dt`` and the correctly rounded values for the ulp count."""
+
+    def __init__(self, op, dt):
+        rec = registry.get(op)
+        self.op, self.dt = op, dt
+        self.x = _all_patterns(dt)
+        self.x64 = cast_array(self.x, dt, T.float64)
+        self.y = _second(dt) if op in BINARY else None
+        with np.errstate(all="ignore"):
+            self.e64 = np.asarray(rec.oracle(self.x64) if self.y is None else
+                                  rec.oracle(self.x64[:, None], cast_array(self.y, dt, T.float64)[None]), np.float64)
+            self.exp = cast_array(self.e64, T.float64, dt)
+            # atanh's oracle (0.5 ln((1+x)/(1-x))) cancels for tiny x: np.arctanh for the ulp count
+            self.cr = cast_array(np.arctanh(self.x64), T.float64, dt) if op == "atanh" else self.exp
+
+    def verify(self, got, base, what: str) -> int:
+        """``got`` (FAST_MATH16) within the tolerance of the oracle, NaN where it has NaN, infinities equal, zeros
+        signed as ``base`` (the default body's results), at most one 16-bit ulp from the correctly rounded value (one
+        more than ``base`` where logaddexp's formula cancels); returns how many results differ from ``base``."""
+        op, dt, exp, cr, e64 = self.op, self.dt, self.exp, self.cr, self.e64
+        H.assert_close(got, exp, dt, what=what)
+        g, ex, b = got.astype(np.float32), exp.astype(np.float32), base.astype(np.float32)
+        assert np.array_equal(np.isnan(g), np.isnan(ex)), what
+        fin = np.isfinite(ex) & np.isfinite(g)
+        zero = (g == 0) & (b == 0)  # the sign of zero as the default body (libdevice, PyTorch's CUDA functions)
+        assert np.array_equal(np.signbit(g[zero]), np.signbit(b[zero])), (what, np.argwhere(zero)[
+            np.signbit(g[zero]) != np.signbit(b[zero])][:5])
+        u = _ulps(got[fin], cr[fin])
+        lim = np.maximum(1, np.where(np.isfinite(b[fin]), _ulps(base[fin], cr[fin]), 0) + 1)
+        if op == "logaddexp":  # m + log1p(e**-d) cancelling (|result| < |m| / 16): the tolerance's atol only
+            xx, yy = np.broadcast_arrays(self.x64[:, None], cast_array(self.y, dt, T.float64)[None])
+            lim = np.where(np.abs(e64[fin]) < np.maximum(np.abs(xx), np.abs(yy))[fin] / 16, 1 << 16, lim)
+        bad = u > lim
+        assert not bad.any(), (what, np.argwhere(fin)[bad][:5], got[fin][bad][:5], cr[fin][bad][:5])
+        n = int((~((got.view(np.uint16) == base.view(np.uint16)) | (np.isnan(g) & np.isnan(b)))).sum())
+        print(f"\n{what}: {n} of {got.size} results differ from the default body, {int((u > 0).sum())} from the "
+              "correctly rounded value")
+        assert n <= _MAX_DIFF * got.size, (what, n)
+        return n
+
+
 @pytest.mark.skipif(not H.INTERPRET, reason="runs the Triton bodies under the interpreter")
 @pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=lambda d: d.name)
 @pytest.mark.parametrize("op", OPS)
 def test_exhaustive_16bit(op, dt):
-    rec = registry.get(op)
-    x = _all_patterns(dt)
-    x64 = cast_array(x, dt, T.float64)
-    y = _second(dt) if op in BINARY else None
-    with np.errstate(all="ignore"):
-        e64 = np.asarray(rec.oracle(x64) if y is None else rec.oracle(x64[:, None], cast_array(y, dt, T.float64)[None]),
-                         np.float64)
-    exp = cast_array(e64, T.float64, dt)
-    # the correctly rounded value for the ulp count: atanh's oracle (0.5 ln((1+x)/(1-x))) cancels for tiny x
-    with np.errstate(all="ignore"):
-        cr = cast_array(np.arctanh(x64), T.float64, dt) if op == "atanh" else exp
-    base = _run(op, x, 0, y=y)
+    c = _Case(op, dt)
+    base = _run(op, c.x, 0, y=c.y)
     # (the quick interpreter tier of CI: the two ends of the error bounds, which bracket the exact primitives; one
     # for the binary ops)
-    errs = (0.0, 1.0, -1.0) if not H.QUICK else (1.0,) if y is not None else (1.0, -1.0)
+    errs = (0.0, 1.0, -1.0) if not H.QUICK else (1.0,) if c.y is not None else (1.0, -1.0)
     for err in errs:
-        got = _run(op, x, 1, err, y=y)
-        what = f"{op} {dt.name} FAST_MATH16 (approximate instructions at {err:+g} x their bound)"
-        H.assert_close(got, exp, dt, what=what)
-        g, ex = got.astype(np.float32), exp.astype(np.float32)
-        assert np.array_equal(np.isnan(g), np.isnan(ex)), what
-        fin = np.isfinite(ex) & np.isfinite(g)
-        b = base.astype(np.float32)
-        zero = (g == 0) & (b == 0)  # the sign of zero as the default body (libdevice, PyTorch's CUDA functions)
-        assert np.array_equal(np.signbit(g[zero]), np.signbit(b[zero])), (what, np.argwhere(zero)[
-            np.signbit(g[zero]) != np.signbit(b[zero])][:5])
-        # one 16-bit ulp from the correctly rounded value, or one more than the default body where its formula
-        # cancels (logaddexp's m + log1p(.) near 0: within the tolerance's atol either way)
-        u = _ulps(got[fin], cr[fin])
-        lim = np.maximum(1, np.where(np.isfinite(b[fin]), _ulps(base[fin], cr[fin]), 0) + 1)
-        if op == "logaddexp":  # m + log1p(e**-d) cancelling (|result| < |m| / 16): the tolerance's atol only
-            xx, yy = np.broadcast_arrays(x64[:, None], cast_array(y, dt, T.float64)[None])
-            lim = np.where(np.abs(e64[fin]) < np.maximum(np.abs(xx), np.abs(yy))[fin] / 16, 1 << 16, lim)
-        bad = u > lim
-        assert not bad.any(), (what, np.argwhere(fin)[bad][:5], got[fin][bad][:5], cr[fin][bad][:5])
-        differ = ~((got.view(np.uint16) == base.view(np.uint16)) | (np.isnan(g) & np.isnan(b)))
-        n = int(differ.sum())
-        print(f"\n{op} {dt.name} (error {err:+g}): {n} of {got.size} results differ from the default body, "
-              f"{int((u > 0).sum())} from the correctly rounded value")
-        assert n <= _MAX_DIFF * got.size, (op, dt.name, n)
+        got = _run(op, c.x, 1, err, y=c.y)
+        c.verify(got, base, f"{op} {dt.name} FAST_MATH16 (approximate instructions at {err:+g} x their bound)")
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=lambda d: d.name)
+@pytest.mark.parametrize("op", OPS)
+def test_exhaustive_16bit_on_the_gpu(op, dt, device):
+    """The GPU tier (NBX_TEST_DEVICE=cuda): the real approximate instructions over the same inputs; the count of
+    results that differ from the default body is the count of places where FAST_MATH16 differs from libdevice (as
+    PyTorch's CUDA kernels compute), one 16-bit ulp each."""
+    if not device.startswith("cuda"):
+        pytest.skip("the GPU tier (NBX_TEST_DEVICE=cuda)")
+    c = _Case(op, dt)
+    base = _run(op, c.x, 0, y=c.y, device=device)
+    c.verify(_run(op, c.x, 1, y=c.y, device=device), base, f"{op} {dt.name} FAST_MATH16 on {device}")
 
 
 @pytest.mark.skipif(not H.INTERPRET, reason="runs the Triton bodies under the interpreter")
@@ -134,11 +158,13 @@ def test_every_body_replaces_a_default_body():
 
 
 def test_key_off_by_default():
+    # off in code (launch_pointwise's default) and in the generic and interpreter tables; sm90.json is the lead's
+    # to switch after the H200 sweep
     import json
     from pathlib import Path
-    for f in (Path(configs.__file__).parent / "configs").glob("*.json"):
-        rules = json.loads(f.read_text()).get("pointwise", [])
-        assert not any(r["config"].get(M16.KEY) for r in rules), f  # the lead turns it on after the H200 sweep
+    for name in ("generic", "interpret"):
+        rules = json.loads((Path(configs.__file__).parent / "configs" / f"{name}.json").read_text()).get("pointwise", [])
+        assert not any(r["config"].get(M16.KEY) for r in rules), name
 
 
 # ---------------------------------------------------------------------------------------------------------
