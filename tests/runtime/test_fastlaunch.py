@@ -20,39 +20,11 @@ from nbxtensor.memory import CachingAllocator
 from nbxtensor.runtime import cuda_launch as L
 from nbxtensor.runtime import fastlaunch, launcher
 from nbxtensor.runtime.launcher import Tail
+from test_cuda_launch import _Raw   # fake device memory: addresses handed out, nothing behind them
 
 pytest.importorskip("triton")
 M = fastlaunch.load()
 pytestmark = pytest.mark.skipif(M is None, reason=f"C fast path not built: {fastlaunch.status()}")
-
-
-class _Raw:
-    """Fake device memory: addresses handed out, nothing behind them."""
-
-    def __init__(self, base):
-        self.next = base
-
-    def malloc(self, n):
-        p, self.next = self.next, self.next + n + 4096
-        return p
-
-    def free(self, p):
-        pass
-
-    def mem_get_info(self):
-        return (1 << 40, 1 << 40)
-
-    def record_event(self, s):
-        return None
-
-    def event_done(self, e):
-        return True
-
-    def event_release(self, e):
-        pass
-
-    def synchronize(self):
-        pass
 
 
 class _FakeTensor:

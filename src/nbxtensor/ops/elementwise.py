@@ -345,28 +345,19 @@ def _atan_f(x, p0, p1, p2):
     inv = a > 1.0
     z = tl.where(inv, _rcp_f(a), a)
     w = z * z
-    p = w * -0.004693898856552206 + 0.024254437387726202
-    p = p * w - 0.05948898694470445
-    p = p * w + 0.09914455573812883
-    p = p * w - 0.14019532834743254
-    p = p * w + 0.19969731692534737
-    p = p * w - 0.33331991178212705
-    p = p * w + 0.9999999010285172
+    p = H.atan_poly(w)
     r = z * p
     return libdevice.copysign(tl.where(inv, 1.5707963267948966 - r, r), x)
 
 
 @jit
 def _asinh_f(x, p0, p1, p2):
-    # |x| < 0.5: |x| P(x**2), P of degree 4 fitted for relative error (2.6e-8); beyond: ln(|x| + sqrt(x**2 + 1))
-    # through log2 (argument >= 1.6, so the result >= 0.48 keeps the log's absolute error relative), and
-    # ln(2|x|) = ln 2 + ln|x| past 2**62, where x**2 would overflow
+    # |x| < 0.5: |x| P(x**2) (asinh_poly); beyond: ln(|x| + sqrt(x**2 + 1)) through log2 (argument >= 1.6, so the
+    # result >= 0.48 keeps the log's absolute error relative), and ln(2|x|) = ln 2 + ln|x| past 2**62, where x**2
+    # would overflow
     a = tl.abs(x)
     w = a * a
-    p = w * 0.019909801497763637 - 0.04258130801927272
-    p = p * w + 0.07482584332796222
-    p = p * w - 0.1666614185210067
-    p = p * w + 0.9999999745133912
+    p = H.asinh_poly(w)
     huge = a > 4.611686018427388e18
     y = tl.where(huge, a, a + tl.sqrt(w + 1.0))
     big = (_lg2_f(y) + tl.where(huge, 1.0, 0.0)) * 0.6931471805599453

@@ -53,6 +53,7 @@ activation's body can be added to :data:`OPS` as ("activation", name, body).
 from __future__ import annotations
 
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
+from .triton_helpers import asinh_poly, atan_poly
 
 __all__ = ["KEY", "math16_body", "OPS"]
 
@@ -371,13 +372,7 @@ def _atan2_m(y, x, p0, p1, p2):
     z = (mn * sc) * _rcp(mx * sc)
     z = tl.where(mx == 0, 0.0, tl.where(mn == float("inf"), 1.0, z))
     w = z * z
-    p = w * -0.004693898856552206 + 0.024254437387726202
-    p = p * w - 0.05948898694470445
-    p = p * w + 0.09914455573812883
-    p = p * w - 0.14019532834743254
-    p = p * w + 0.19969731692534737
-    p = p * w - 0.33331991178212705
-    p = p * w + 0.9999999010285172
+    p = atan_poly(w)
     r = z * p
     r = tl.where(a > b, 1.5707963267948966 - r, r)
     r = tl.where(x.to(tl.int32, bitcast=True) < 0, 3.141592653589793 - r, r)
@@ -391,10 +386,7 @@ def _asinh_m(x, p0, p1, p2):
     # sqrt.approx costs a range test and two rescales); lg2's argument is >= 1.6. +-inf -> +-inf, NaN, -0.0 kept.
     a = tl.abs(x)
     w = a * a
-    p = w * 0.019909801497763637 - 0.04258130801927272
-    p = p * w + 0.07482584332796222
-    p = p * w - 0.1666614185210067
-    p = p * w + 0.9999999745133912
+    p = asinh_poly(w)
     huge = a > 4.611686018427388e18
     y = tl.where(huge, a, a + _sqrtz(w + 1.0))
     big = (_lg2z(y) + tl.where(huge, 1.0, 0.0)) * _LN2

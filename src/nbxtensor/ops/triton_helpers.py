@@ -658,3 +658,27 @@ def convert(x, DT: tl.constexpr):
             # e5m2: overflow rounds to inf (0x7C), NaN is 0x7E
             r = _f32_to_small(f, 2, 15, 0x7B, 0x7C, 0x7E).to(tl.uint8).to(tl.float8e5, bitcast=True)
     return r
+
+
+@jit
+def asinh_poly(w):
+    """P(w) with ``asinh(a) = a P(a**2)`` for ``|a| < 0.5`` (float32): degree 4, fitted for relative error
+    (2.6e-8); shared by ops/elementwise.py's ``_asinh_f`` and ops/fast_math16.py's ``_asinh_m``."""
+    p = w * 0.019909801497763637 - 0.04258130801927272
+    p = p * w + 0.07482584332796222
+    p = p * w - 0.1666614185210067
+    return p * w + 0.9999999745133912
+
+
+@jit
+def atan_poly(w):
+    """P(w) with ``atan(z) = z P(z**2)`` for ``z`` in [0, 1] (float32): degree 7, fitted for relative error (1e-7);
+    shared by ops/elementwise.py's ``_atan_f`` and ops/fast_math16.py's atan2."""
+    p = w * -0.004693898856552206 + 0.024254437387726202
+    p = p * w - 0.05948898694470445
+    p = p * w + 0.09914455573812883
+    p = p * w - 0.14019532834743254
+    p = p * w + 0.19969731692534737
+    p = p * w - 0.33331991178212705
+    p = p * w + 0.9999999010285172
+    return p
