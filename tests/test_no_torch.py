@@ -87,6 +87,31 @@ def test_every_module_imports_and_the_api_works_without_torch(interpret):
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
 
 
+def test_cpu_install_without_triton():
+    """A CPU-only install (``pip install nbxtensor`` without the ``gpu`` extra: no Triton) imports every module and
+    runs the API on the cpu device; kernels that need Triton say so when launched, never at import (the newcomer
+    check of session 5 found ``import nbxtensor`` failing without Triton)."""
+    block = textwrap.dedent('''
+        import sys
+        class _NoTriton:
+            def find_spec(self, name, path=None, target=None):
+                if name == "triton" or name.startswith("triton."):
+                    raise ImportError("triton is not installed in this test")
+        sys.meta_path.insert(0, _NoTriton())
+    ''')
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               NBX_TRITON_INTERPRET="0")
+    code = block + EXERCISE + textwrap.dedent('''
+        assert "triton" not in sys.modules or sys.modules["triton"] is None
+        from nbxtensor.runtime.triton_compat import HAVE_TRITON
+        assert not HAVE_TRITON
+        y = nbx.tensor([1.0, 2.0, 3.0])
+        print("NOTRITON", float(nbx.logsumexp(y, 0)), float(y.cosh().sum()))
+    ''')
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "OK" in r.stdout and "NOTRITON" in r.stdout, r.stdout + r.stderr
+
+
 # -- static scan --------------------------------------------------------------------------------------------------
 _CODE_IN_STRING = re.compile(r"(^|[;\n])\s*(import\s+torch\b|from\s+torch(\.\w+)*\s+import\b)")
 

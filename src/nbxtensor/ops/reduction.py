@@ -86,7 +86,7 @@ from ..dtypes.promotion import get_default_dtype, promote_types
 from ..dtypes.table import DType
 from ..runtime.configs import _OVERRIDES, launch_config
 from ..runtime.launcher import Recording, interpreting, launch, make_launch_plan, scratch
-from ..runtime.triton_compat import INTERPRET, jit, tl
+from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 from ..shapes import numel, wrap_dim
 from ..tensor.core import Size, Tensor, host_view, make_tensor, new_empty
 from . import dispatch, registry
@@ -278,7 +278,7 @@ def lse_combine(ma, sa, mb, sb):
     return mx, s
 
 
-_COMPILED = tl.constexpr(not INTERPRET)
+_COMPILED = tl.constexpr(not INTERPRET) if HAVE_TRITON else False
 
 
 @jit
