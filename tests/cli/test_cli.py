@@ -26,6 +26,9 @@ def test_info_json(capsys):
     assert cli.main(["info", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["python"] and info["numpy"] and isinstance(info["devices"], list)
+    from nbxtensor.runtime import fastlaunch
+    # which fast path cached launches take (C or Python, and why), as fastlaunch.status() says
+    assert info["launch_path"] == fastlaunch.status() and "fast path" in info["launch_path"]
     assert info["cuda_available"] == (len(info["devices"]) > 0)
     for d in info["devices"]:
         assert d["facts"]["arch"] == d["arch"] and d["total_memory"] > 0

@@ -2,7 +2,8 @@
 
 Prints the Python, NumPy, ml_dtypes, Triton and cuda-bindings versions, the CUDA driver version, every CUDA
 device with its driver-reported properties and its architecture facts (``device/facts/sm<XY>.json``), and
-whether ``torch`` is imported (it never should be). ``--json`` prints the same as one JSON object.
+which fast path cached kernel launches take (the C one of ``runtime/_fastlaunch.c``, or the Python one and why),
+and whether ``torch`` is imported (it never should be). ``--json`` prints the same as one JSON object.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def collect() -> dict:
                 dev["facts"] = None
                 dev["facts_error"] = str(e)
             out["devices"].append(dev)
+    from nbxtensor.runtime import fastlaunch
+    fastlaunch.load()   # builds runtime/_fastlaunch.c on the first call (cached by Triton); never raises
+    out["launch_path"] = fastlaunch.status()
     out["torch_imported"] = "torch" in sys.modules and sys.modules["torch"] is not None
     return out
 
@@ -87,6 +91,7 @@ def run(args) -> int:
     print(f"triton      {info['triton'] or 'not installed'}"
           f"{' (interpreter tier: NBX_TRITON_INTERPRET=1)' if info['triton_interpret'] else ''}")
     print(f"cuda-bindings {info['cuda_bindings'] or 'not installed'}")
+    print(f"launch      {info['launch_path']}")
     if not info["cuda_available"]:
         print(f"CUDA        not available: {info['cuda_unavailable_reason']}")
     else:
