@@ -1,7 +1,7 @@
 """``nbx info``: what this process runs on.
 
 Prints the Python, NumPy, ml_dtypes, Triton and cuda-bindings versions, the CUDA driver version, every CUDA
-device with its driver-reported properties and its architecture facts (``device/facts/sm<XY>.json``), and
+device with its driver-reported properties and its architecture facts (``device/facts/sm<XY>.json``),
 which fast path cached kernel launches take (the C one of ``runtime/_fastlaunch.c``, or the Python one and why),
 and whether ``torch`` is imported (it never should be). ``--json`` prints the same as one JSON object.
 """
