@@ -149,8 +149,13 @@ ALT_CASES = [  # (case name, op, key, dtype, input domain, second operand: None,
 # 32.1 -> 14.1, tanh 24.9 -> 21.6, atanh 43.6 -> 20.1, acosh 74.8 -> 24.4, erf 32.4 -> 24.3, erfc 49.4 -> 29.4,
 # logaddexp 50.4 -> 26.8, xlogy 36.0 -> 23.8, atan2 86.9 -> 42.8, asinh 30.1 (its fast body) -> 22.1; session 4's
 # bench_ops (% of 4800 GB/s): erfc 49.8, atanh 58.9, acosh 60.6, atan2 62.3, expm1 64.4, log2 65.9, asinh 66.4, erf
-# 66.5, log 67.8, log10 68.4, logaddexp 72.2, log1p 75.0, tanh 81.3, xlogy 81.5.
+# 66.5, log 67.8, log10 68.4, logaddexp 72.2, log1p 75.0, tanh 81.3, xlogy 81.5. sin and cos (added later, first:
+# timed with the key off and on explicitly, since sm90.json turns it on): libdevice 84.5 / 86.5 static (its
+# Payne-Hanek path included) -> 30.0 / 28.8 on the common path (|x| <= 105615 in the block); session 4: sin 73.9,
+# cos 70.5 % of 4800 GB/s.
+MATH16_EXPLICIT = ("sin", "cos")  # variants FAST_MATH16=0 and =1 (the others: =1 against the table's)
 MATH16_CASES = [  # (op, input domain, binary)
+    ("sin", "normal", False), ("cos", "normal", False),
     ("erfc", "normal", False), ("atanh", "unit", False), ("acosh", "ge1", False), ("expm1", "small", False),
     ("log2", "positive", False), ("erf", "normal", False), ("log", "positive", False), ("log10", "positive", False),
     ("logaddexp", "normal", True), ("log1p", "positive", False), ("tanh", "normal", False),
@@ -261,7 +266,8 @@ def build_math16_cases(nbx, smoke: bool) -> list[Case]:
         rec, f = registry.get(op), getattr(nbx, op)
         cases.append(Case(f"{op} bf16", "pointwise", op, specs, lambda t, f=f: f(*t),
                           lambda hs, rec=rec: rec.oracle(*[np.asarray(h, np.float64) for h in hs]), "bfloat16",
-                          variants=[{"FAST_MATH16": 1}], geomean=False))
+                          variants=[{"FAST_MATH16": 0}, {"FAST_MATH16": 1}] if op in MATH16_EXPLICIT else
+                          [{"FAST_MATH16": 1}], geomean=False))
     return cases
 
 
@@ -480,7 +486,7 @@ def main(argv=None) -> int:
                    help="issue4 (default): remainder's schedules and the BLOCK x num_warps grid of simple ops (no "
                    "numerics pass); activations: the earlier cases with the cast and fast-body numerics; alt: the "
                    "ALT_* bodies (cosh, rsqrt, pow) against the table's (no numerics pass); math16: FAST_MATH16 "
-                   "(ops/fast_math16.py) against the table's body on 14 ops (no numerics pass); all")
+                   "(ops/fast_math16.py) against the table's body on 16 ops (no numerics pass); all")
     a = p.parse_args(argv)
     t0 = time.monotonic()
     import nbxtensor as nbx

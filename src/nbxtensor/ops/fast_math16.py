@@ -53,7 +53,7 @@ activation's body can be added to :data:`OPS` as ("activation", name, body).
 from __future__ import annotations
 
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
-from .triton_helpers import asinh_poly, atan_poly
+from .triton_helpers import asinh_poly, atan_poly, libdevice
 
 __all__ = ["KEY", "math16_body", "OPS"]
 
@@ -64,6 +64,9 @@ _HW = tl.constexpr(not INTERPRET) if HAVE_TRITON else False
 # Interpreter only (tests): push every approximate instruction to its documented error bound, by this sign (0 off,
 # +1 / -1): lg2 by 2**-22 absolute in [0.5, 2] and 2 ulp (2**-22 relative) elsewhere, ex2 by 2 ulp, rcp by 1 ulp.
 _ERR = tl.constexpr(0.0) if HAVE_TRITON else 0.0
+# Tests only: 0 compiles sin's and cos's rare branch (libdevice for |x| > _TRIG_B) as a NaN store, so that the SASS
+# count of a kernel is its common path's (the full kernel holds libdevice's Payne-Hanek code, never run there).
+_COLD = tl.constexpr(1) if HAVE_TRITON else 1
 
 _C = tl.constexpr if HAVE_TRITON else float
 _LN2 = _C(0.6931471805599453)
@@ -393,6 +396,95 @@ def _asinh_m(x, p0, p1, p2):
     return _copysign(tl.where(a < 0.5, a * p, big), x)
 
 
+# sin and cos: |x| <= _TRIG_B reduces in float32 by Cody-Waite (below); a block holding a larger |x| (or +-inf) takes
+# libdevice's body for those elements (its Payne-Hanek reduction), decided once per block by a reduction.
+_TRIG_B = _C(105615.0)
+_PIO2_1 = _C(1.5707963705062866)      # float32(pi/2): 24 bits, the products k C1 below are exact in the FMA
+_PIO2_2 = _C(-4.371138828673793e-08)  # float32(pi/2 - C1)
+_PIO2_3 = _C(-1.7151245100058819e-15)  # float32(pi/2 - C1 - C2); |pi/2 - C1 - C2 - C3| = 1.06e-23
+
+
+@jit
+def _trig_reduce(a):
+    """|x| = a (>= 0, <= _TRIG_B or NaN) as r + k pi/2, |r| <= pi/4 (1 + 2**-22): returns r and the int32 bits
+    whose low two bits are k mod 4.
+
+    k = rint(a 2/pi) by the round-to-nearest of ``fma(a, 2/pi, 1.5 2**23)`` (a 2/pi <= 67238 < 2**22: the sum's
+    low mantissa bits are k, and 1.5 2**23's bits are a multiple of 4). r = ((a - k C1) - k C2) - k C3 by three
+    FMAs (CUDA's sinf reduction, the same bound): ``a - k C1`` is exact (a and k C1 are multiples of 2**-24 when
+    a >= 0.5 and k >= 1, |a - k C1| < 1; k = 0 leaves a), the other two round once each (2**-24 relative of
+    values within |k C3| <= 1.2e-10 of r), and C1 + C2 + C3 misses pi/2 by 1.06e-23 (k times that: 7e-19).
+    The smallest |r| over every float32 a in [0.5, 105615] is 4.19e-9 (a = 252.898..., k = 161: found by
+    enumerating them: each binade's 2**23 values against a 26-bit-part split of pi/2 in float64), so r is
+    within 2**-22.9 relative of a - k pi/2 for every float32 a <= _TRIG_B."""
+    # (libdevice.fma: one FFMA on the GPU, rounded once under the interpreter too)
+    t = libdevice.fma(a, 0.6366197723675814, 12582912.0)
+    k = t - 12582912.0
+    r = libdevice.fma(k, -_PIO2_1, a)
+    r = libdevice.fma(k, -_PIO2_2, r)
+    r = libdevice.fma(k, -_PIO2_3, r)
+    return r, t.to(tl.int32, bitcast=True)
+
+
+@jit
+def _sin_poly(r, s):
+    # sin(r), |r| <= pi/4 (1.0005), s = r*r: r + r s P(s), degree 7 (relative error 2**-23.7 evaluated in float32);
+    # r = +-0 and subnormal r give r
+    p = s * -0.0001951495337081501 + 0.008332158370348003
+    p = p * s - 0.16666654572291614
+    return (p * s) * r + r
+
+
+@jit
+def _cos_poly(s):
+    # cos(r), |r| <= pi/4 (1.0005), s = r*r: 1 + s P(s), degree 6 (relative error 2**-22.9 evaluated in float32)
+    p = s * -0.0013591548703435104 + 0.041655754436671966
+    p = p * s - 0.4999988438187107
+    return p * s + 1.0
+
+
+@jit
+def _sincos16(x, COS: tl.constexpr):
+    # sin(x) = sign(x) sin(|x|), cos(x) = cos(|x|); sin(r + k pi/2) is sin r, cos r, -sin r, -cos r for k mod 4 =
+    # 0..3, and cos(r + k pi/2) is cos r, -sin r, -cos r, sin r. Both polynomials' results are within 2**-22
+    # relative, the reduction's r within 2**-22.9 (its zeros included: sin(r) ~ r there), so the float32 result is
+    # within 2**-21 relative of the exact value. -0.0 -> -0.0 (sin) by the sign of x, NaN -> NaN (r is NaN).
+    a = tl.abs(x)
+    r, q = _trig_reduce(a)
+    s = r * r
+    sn = _sin_poly(r, s)
+    cs = _cos_poly(s)
+    if COS:
+        v = tl.where((q & 1) != 0, sn, cs)
+        sgn = ((q + 1) & 2) << 30
+    else:
+        v = tl.where((q & 1) != 0, cs, sn)
+        sgn = ((q & 2) << 30) ^ (x.to(tl.int32, bitcast=True) & -2147483648)
+    v = (v.to(tl.int32, bitcast=True) ^ sgn).to(tl.float32, bitcast=True)
+    # |x| > _TRIG_B (+-inf included; NaN compares false and stays on the fast path): libdevice's result for those
+    # elements, decided once per block (the common block never runs it); the flag is an integer maximum, so a NaN
+    # elsewhere in the block cannot hide a large element
+    big = a > _TRIG_B
+    if tl.max(big.to(tl.int32), axis=0) > 0:
+        if not _COLD:
+            v = tl.where(big, float("nan"), v)
+        elif COS:
+            v = tl.where(big, libdevice.cos(x), v)
+        else:
+            v = tl.where(big, libdevice.sin(x), v)
+    return v
+
+
+@jit
+def _sin_m(x, p0, p1, p2):
+    return _sincos16(x, False)
+
+
+@jit
+def _cos_m(x, p0, p1, p2):
+    return _sincos16(x, True)
+
+
 # op name -> (the default body's module and name, the body here)
 OPS = {
     "log": ("elementwise", "_log_b", _log_m),
@@ -409,6 +501,8 @@ OPS = {
     "xlogy": ("elementwise", "_xlogy_b", _xlogy_m),
     "atan2": ("elementwise", "_atan2_b", _atan2_m),
     "asinh": ("elementwise", "_asinh_b", _asinh_m),
+    "sin": ("elementwise", "_sin_b", _sin_m),
+    "cos": ("elementwise", "_cos_b", _cos_m),
 }
 
 _BY_ID: dict | None = None
