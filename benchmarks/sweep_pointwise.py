@@ -151,7 +151,7 @@ ALT_CASES = [  # (case name, op, key, dtype, input domain, second operand: None,
 # bench_ops (% of 4800 GB/s): erfc 49.8, atanh 58.9, acosh 60.6, atan2 62.3, expm1 64.4, log2 65.9, asinh 66.4, erf
 # 66.5, log 67.8, log10 68.4, logaddexp 72.2, log1p 75.0, tanh 81.3, xlogy 81.5. sin and cos (added later, first:
 # timed with the key off and on explicitly, since sm90.json turns it on): libdevice 84.5 / 86.5 static (its
-# Payne-Hanek path included) -> 30.0 / 28.8 on the common path (|x| <= 105615 in the block); session 4: sin 73.9,
+# Payne-Hanek path included) -> 27.8 / 26.5 on the common path (|x| <= 105615 in the block); session 4: sin 73.9,
 # cos 70.5 % of 4800 GB/s.
 MATH16_EXPLICIT = ("sin", "cos")  # variants FAST_MATH16=0 and =1 (the others: =1 against the table's)
 MATH16_CASES = [  # (op, input domain, binary)

@@ -39,13 +39,18 @@ instructions exactly (NumPy's log2/exp2/division); the exhaustive tests also run
 instruction pushed to the edge of its documented error (:data:`_ERR`, set by the tests), so the argument is
 checked for all 65 536 inputs of each 16-bit dtype, not only for the exact primitives.
 
+sin and cos use no approximate instruction (sin.approx's absolute error 2**-20.9 would need a relative fix near
+the zeros): a Cody-Waite reduction by three FMAs, exact enough for |x| <= 105615 (:func:`_trig_reduce` proves it),
+then polynomials on [-pi/4, pi/4]; libdevice's body (Payne-Hanek reduction) serves the elements beyond, in the blocks
+that hold one, by a block-uniform branch (an integer maximum over the block: a few instructions per element), so
+the common block never runs it. (ops/elementwise.py's remainder notes a per-block fallback that did not pay there:
+the sweep times sin and cos with the key off and on.)
+
 Special values are PyTorch's (checked by the same exhaustive tests): NaN -> NaN, +-inf, -0.0 kept where the
 function is odd, domain errors give NaN (log of a negative, log1p below -1, atanh beyond +-1, acosh below 1).
 
 pow already has ``ALT_POW`` (ops/elementwise.py) and cosh ``ALT_COSH``. Not covered: asin and acos (libdevice's are
-already 23 SASS instructions per element on sm_90; a fitted polynomial with sqrt.approx took 24-25), sin/cos/tan
-(sin.approx's absolute error 2**-20.9 would need a relative fix near the zeros, and a range reduction for the
-bfloat16 range), tanhshrink (x**3 Q(x**2) below 0.75, x - tanh(x) above: 31.3 SASS instructions per element against
+already 23 SASS instructions per element on sm_90; a fitted polynomial with sqrt.approx took 24-25), tan, tanhshrink (x**3 Q(x**2) below 0.75, x - tanh(x) above: 31.3 SASS instructions per element against
 libdevice's 25.9), the other activations (gelu, elu, ... have their own ``fast`` bodies, ops/activation.py). An
 activation's body can be added to :data:`OPS` as ("activation", name, body).
 """
@@ -461,11 +466,11 @@ def _sincos16(x, COS: tl.constexpr):
         v = tl.where((q & 1) != 0, cs, sn)
         sgn = ((q & 2) << 30) ^ (x.to(tl.int32, bitcast=True) & -2147483648)
     v = (v.to(tl.int32, bitcast=True) ^ sgn).to(tl.float32, bitcast=True)
-    # |x| > _TRIG_B (+-inf included; NaN compares false and stays on the fast path): libdevice's result for those
-    # elements, decided once per block (the common block never runs it); the flag is an integer maximum, so a NaN
-    # elsewhere in the block cannot hide a large element
+    # |x| > _TRIG_B (+-inf included): libdevice's result for those elements, decided once per block (the common
+    # block never runs it) by the integer maximum of |x|'s bits (one integer max per element; a NaN's bits are
+    # larger than any finite value's, so a block with a NaN takes the branch too, and NaN stays NaN either way)
     big = a > _TRIG_B
-    if tl.max(big.to(tl.int32), axis=0) > 0:
+    if tl.max(a.to(tl.int32, bitcast=True), axis=0) > 0x47CE4780:  # the bits of 105615.0
         if not _COLD:
             v = tl.where(big, float("nan"), v)
         elif COS:
