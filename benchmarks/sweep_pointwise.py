@@ -152,10 +152,12 @@ ALT_CASES = [  # (case name, op, key, dtype, input domain, second operand: None,
 # 66.5, log 67.8, log10 68.4, logaddexp 72.2, log1p 75.0, tanh 81.3, xlogy 81.5. sin and cos (added later, first:
 # timed with the key off and on explicitly, since sm90.json turns it on): libdevice 84.5 / 86.5 static (its
 # Payne-Hanek path included) -> 27.8 / 26.5 on the common path (|x| <= 105615 in the block); session 4: sin 73.9,
-# cos 70.5 % of 4800 GB/s.
-MATH16_EXPLICIT = ("sin", "cos")  # variants FAST_MATH16=0 and =1 (the others: =1 against the table's)
+# cos 70.5 % of 4800 GB/s. elu, celu, selu: 21.4 / 22.6 / 22.1 (their ``fast`` bodies) -> 16.4 / 17.6 / 17.1;
+# session 4: 82-85 %.
+MATH16_EXPLICIT = ("sin", "cos", "elu", "celu", "selu")  # variants FAST_MATH16=0 and =1 (the others: =1 against the table's)
 MATH16_CASES = [  # (op, input domain, binary)
-    ("sin", "normal", False), ("cos", "normal", False),
+    ("sin", "normal", False), ("cos", "normal", False), ("elu", "normal", False), ("celu", "normal", False),
+    ("selu", "normal", False),
     ("erfc", "normal", False), ("atanh", "unit", False), ("acosh", "ge1", False), ("expm1", "small", False),
     ("log2", "positive", False), ("erf", "normal", False), ("log", "positive", False), ("log10", "positive", False),
     ("logaddexp", "normal", True), ("log1p", "positive", False), ("tanh", "normal", False),
@@ -239,7 +241,7 @@ def build_alt_cases(nbx, smoke: bool) -> list[Case]:
         shape = (4, 48) if smoke else ((32768, 8192) if dt == "bfloat16" else (16384, 8192))
         specs = [H.InputSpec(shape, dt, domain, seed=5)] + ([H.InputSpec(shape, dt, domain, seed=6)]
                                                             if second == "tensor" else [])
-        rec, f = registry.get(op), getattr(nbx, op)
+        rec, f = registry.get(op), getattr(nbx, op, None) or getattr(nbx.nn.functional, op)
         if second is None:
             call, orc = (lambda t, f=f: f(t[0])), (lambda hs, rec=rec: rec.oracle(np.asarray(hs[0], np.float64)))
         elif second == "tensor":
@@ -263,7 +265,7 @@ def build_math16_cases(nbx, smoke: bool) -> list[Case]:
     for op, domain, binary in MATH16_CASES:
         specs = [H.InputSpec(shape, "bfloat16", domain, seed=7)] + (
             [H.InputSpec(shape, "bfloat16", domain, seed=8)] if binary else [])
-        rec, f = registry.get(op), getattr(nbx, op)
+        rec, f = registry.get(op), getattr(nbx, op, None) or getattr(nbx.nn.functional, op)
         cases.append(Case(f"{op} bf16", "pointwise", op, specs, lambda t, f=f: f(*t),
                           lambda hs, rec=rec: rec.oracle(*[np.asarray(h, np.float64) for h in hs]), "bfloat16",
                           variants=[{"FAST_MATH16": 0}, {"FAST_MATH16": 1}] if op in MATH16_EXPLICIT else
@@ -486,7 +488,7 @@ def main(argv=None) -> int:
                    help="issue4 (default): remainder's schedules and the BLOCK x num_warps grid of simple ops (no "
                    "numerics pass); activations: the earlier cases with the cast and fast-body numerics; alt: the "
                    "ALT_* bodies (cosh, rsqrt, pow) against the table's (no numerics pass); math16: FAST_MATH16 "
-                   "(ops/fast_math16.py) against the table's body on 16 ops (no numerics pass); all")
+                   "(ops/fast_math16.py) against the table's body on 19 ops (no numerics pass); all")
     a = p.parse_args(argv)
     t0 = time.monotonic()
     import nbxtensor as nbx

@@ -51,8 +51,11 @@ function is odd, domain errors give NaN (log of a negative, log1p below -1, atan
 
 pow already has ``ALT_POW`` (ops/elementwise.py) and cosh ``ALT_COSH``. Not covered: asin and acos (libdevice's are
 already 23 SASS instructions per element on sm_90; a fitted polynomial with sqrt.approx took 24-25), tan, tanhshrink (x**3 Q(x**2) below 0.75, x - tanh(x) above: 31.3 SASS instructions per element against
-libdevice's 25.9), the other activations (gelu, elu, ... have their own ``fast`` bodies, ops/activation.py). An
-activation's body can be added to :data:`OPS` as ("activation", name, body).
+libdevice's 25.9), gelu (its ``fast`` body, ops/activation.py's ``_gelu_f``, is already the erfcx fit with one
+rcp and one exp; fast_math16's erf pieces would need three branches computed per element), the other activations
+(their own ``fast`` bodies). elu, celu and selu take :func:`_em1` here instead of their ``fast`` bodies' degree-8
+Taylor polynomial and non-flushing exp. An activation's body is added to :data:`OPS` as ("activation", name,
+body).
 """
 
 from __future__ import annotations
@@ -490,6 +493,29 @@ def _cos_m(x, p0, p1, p2):
     return _sincos16(x, True)
 
 
+@jit
+def _elu_m(x, alpha, p1, p2):
+    # ATen's x > 0 ? x : alpha expm1(x), expm1 by :func:`_em1` (2**-18 relative; ops/activation.py's ``fast``
+    # body takes a Taylor polynomial to x**8 on (-0.5, 0] and the non-flushing exp beyond). NaN -> NaN, -inf ->
+    # -alpha, -0.0 -> alpha * -0.0 (as the default body)
+    return tl.where(x > 0, x, alpha * _em1(x))
+
+
+@jit
+def _celu_m(x, alpha, inv_alpha, p2):
+    # x > 0 ? x : alpha expm1(x / alpha), x / alpha as x (1/alpha) (ops/activation.py's ``_celu_f``; the host passes
+    # 1/alpha, rounded once, as the second parameter to both bodies): one more rounding of the argument, |t| 2**-23
+    # relative in e**t, below 2**-16.5 where e**t is not swamped by the -1 (|t| < 88.7, alpha < 0 included: t > 0
+    # there, overflowing to +inf as expm1 does). NaN -> NaN, -0.0 -> alpha * (+-0.0) as x / alpha's sign gives.
+    return tl.where(x > 0, x, alpha * _em1(x * inv_alpha))
+
+
+@jit
+def _selu_m(x, p0, p1, p2):
+    # scale (x > 0 ? x : alpha expm1(x)) with ATen's constants, expm1 by :func:`_em1`
+    return 1.0507009873554804934193349852946 * tl.where(x > 0, x, 1.6732632423543772848170429916717 * _em1(x))
+
+
 # op name -> (the default body's module and name, the body here)
 OPS = {
     "log": ("elementwise", "_log_b", _log_m),
@@ -508,6 +534,9 @@ OPS = {
     "asinh": ("elementwise", "_asinh_b", _asinh_m),
     "sin": ("elementwise", "_sin_b", _sin_m),
     "cos": ("elementwise", "_cos_b", _cos_m),
+    "elu": ("activation", "_elu_b", _elu_m),
+    "celu": ("activation", "_celu_b", _celu_m),
+    "selu": ("activation", "_selu_b", _selu_m),
 }
 
 _BY_ID: dict | None = None
