@@ -51,10 +51,10 @@ function is odd, domain errors give NaN (log of a negative, log1p below -1, atan
 
 pow already has ``ALT_POW`` (ops/elementwise.py) and cosh ``ALT_COSH``. Not covered: asin and acos (libdevice's are
 already 23 SASS instructions per element on sm_90; a fitted polynomial with sqrt.approx took 24-25), tan, tanhshrink (x**3 Q(x**2) below 0.75, x - tanh(x) above: 31.3 SASS instructions per element against
-libdevice's 25.9), gelu (its ``fast`` body, ops/activation.py's ``_gelu_f``, is already the erfcx fit with one
-rcp and one exp; fast_math16's erf pieces would need three branches computed per element), the other activations
-(their own ``fast`` bodies). elu, celu and selu take :func:`_em1` here instead of their ``fast`` bodies' degree-8
-Taylor polynomial and non-flushing exp. An activation's body is added to :data:`OPS` as ("activation", name,
+libdevice's 25.9), the other activations (their own ``fast`` bodies). elu, celu and selu take :func:`_em1` here
+instead of their ``fast`` bodies' degree-8 Taylor polynomial and non-flushing exp; gelu ('none') its ``fast`` body's
+erfcx fit with the constants folded and one flushing ex2 (fast_math16's erf pieces would need three branches
+computed per element). An activation's body is added to :data:`OPS` as ("activation", name,
 body).
 """
 
@@ -516,6 +516,29 @@ def _selu_m(x, p0, p1, p2):
     return 1.0507009873554804934193349852946 * tl.where(x > 0, x, 1.6732632423543772848170429916717 * _em1(x))
 
 
+@jit
+def _gelu_m(x, p0, p1, p2):
+    # ops/activation.py's ``_gelu_f`` (x Phi(x), erfc(u) / 2 = s P(s) e**(-u**2), u = |x| / sqrt(2), s = 1 / (1 +
+    # 0.425 u), the same degree-7 fit, relative 1.4e-7 on [0, 10]) with the constants folded and the exp by one
+    # flushing ex2: e**(-u**2) 2**64 = ex2.ftz(x**2 (-log2(e) / 2) + 64), P's coefficients times 2**-64 (exact), so
+    # that the ex2 result is normal (>= 2**-126) for every |x| <= 16.2 and the product rounds once where it is
+    # subnormal; beyond, Phi(x) < 1e-57 (ex2 flushes to 0: x Phi(x) -> -0.0 for x < 0, x for x > 0, as the exact
+    # result rounds). Error: the rounding of x**2 and of the ex2 argument (x**2 0.72 2**-24 + 2**-19 log2 units:
+    # below 2**-17 relative for |x| < 13, where a 16-bit result can be nonzero) and ex2's 2 ulp; s's rcp (1 ulp,
+    # argument in [1, inf]: the flushing rcp, 0 for inf). -inf -> NaN (-inf * 0, as the default body), +inf ->
+    # +inf, NaN -> NaN.
+    s = _rcpz(tl.abs(x) * 0.30052038200428266 + 1.0)  # 0.425 / sqrt(2)
+    p = s * 1.9374945953396232e-21 - 8.48845311518043e-21  # _gelu_f's coefficients times 2**-64
+    p = p * s + 1.104907256120237e-20
+    p = p * s - 2.799173243431859e-21
+    p = p * s + 6.91443616905844e-21
+    p = p * s + 5.4400537429351136e-21
+    p = p * s + 6.555118489350095e-21
+    p = p * s + 6.4965012049681846e-21
+    h = (s * p) * _ex2z((x * x) * -0.7213475204444817 + 64.0)  # erfc(|x| / sqrt(2)) / 2
+    return x * tl.where(x < 0, h, 1.0 - h)
+
+
 # op name -> (the default body's module and name, the body here)
 OPS = {
     "log": ("elementwise", "_log_b", _log_m),
@@ -537,6 +560,7 @@ OPS = {
     "elu": ("activation", "_elu_b", _elu_m),
     "celu": ("activation", "_celu_b", _celu_m),
     "selu": ("activation", "_selu_b", _selu_m),
+    "gelu": ("activation", "_gelu_b", _gelu_m),
 }
 
 _BY_ID: dict | None = None
