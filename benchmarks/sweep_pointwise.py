@@ -152,13 +152,13 @@ ALT_CASES = [  # (case name, op, key, dtype, input domain, second operand: None,
 # 66.5, log 67.8, log10 68.4, logaddexp 72.2, log1p 75.0, tanh 81.3, xlogy 81.5. sin and cos (added later, first:
 # timed with the key off and on explicitly, since sm90.json turns it on): libdevice 84.5 / 86.5 static (its
 # Payne-Hanek path included) -> 27.8 / 26.5 on the common path (|x| <= 105615 in the block); session 4: sin 73.9,
-# cos 70.5 % of 4800 GB/s. elu, celu, selu: 21.4 / 22.6 / 22.1 (their ``fast`` bodies) -> 16.4 / 17.6 / 17.1;
+# cos 70.5 % of 4800 GB/s; tan 81.1 -> 30.8 (80.3 %). elu, celu, selu: 21.4 / 22.6 / 22.1 (their ``fast`` bodies) -> 16.4 / 17.6 / 17.1;
 # session 4: 82-85 %. gelu ('none'): 26.3 (its ``fast`` body) -> 21.4; session 4: 76.2 %.
-# These six run variants FAST_MATH16=0 and =1; the others =1 against the table's.
-MATH16_EXPLICIT = ("sin", "cos", "gelu", "elu", "celu", "selu")
+# These seven run variants FAST_MATH16=0 and =1; the others =1 against the table's.
+MATH16_EXPLICIT = ("sin", "cos", "gelu", "elu", "celu", "selu", "tan")
 MATH16_CASES = [  # (op, input domain, binary)
     ("sin", "normal", False), ("cos", "normal", False), ("gelu", "normal", False), ("elu", "normal", False),
-    ("celu", "normal", False), ("selu", "normal", False),
+    ("celu", "normal", False), ("selu", "normal", False), ("tan", "normal", False),
     ("erfc", "normal", False), ("atanh", "unit", False), ("acosh", "ge1", False), ("expm1", "small", False),
     ("log2", "positive", False), ("erf", "normal", False), ("log", "positive", False), ("log10", "positive", False),
     ("logaddexp", "normal", True), ("log1p", "positive", False), ("tanh", "normal", False),
@@ -489,7 +489,7 @@ def main(argv=None) -> int:
                    help="issue4 (default): remainder's schedules and the BLOCK x num_warps grid of simple ops (no "
                    "numerics pass); activations: the earlier cases with the cast and fast-body numerics; alt: the "
                    "ALT_* bodies (cosh, rsqrt, pow) against the table's (no numerics pass); math16: FAST_MATH16 "
-                   "(ops/fast_math16.py) against the table's body on 20 ops (no numerics pass); all")
+                   "(ops/fast_math16.py) against the table's body on 21 ops (no numerics pass); all")
     a = p.parse_args(argv)
     t0 = time.monotonic()
     import nbxtensor as nbx

@@ -40,17 +40,17 @@ instruction pushed to the edge of its documented error (:data:`_ERR`, set by the
 checked for all 65 536 inputs of each 16-bit dtype, not only for the exact primitives.
 
 sin and cos use no approximate instruction (sin.approx's absolute error 2**-20.9 would need a relative fix near
-the zeros): a Cody-Waite reduction by three FMAs, exact enough for |x| <= 105615 (:func:`_trig_reduce` proves it),
-then polynomials on [-pi/4, pi/4]; libdevice's body (Payne-Hanek reduction) serves the elements beyond, in the blocks
+the zeros), tan one rcp.approx: a Cody-Waite reduction by three FMAs, exact enough for |x| <= 105615
+(:func:`_trig_reduce` proves it), then polynomials on [-pi/4, pi/4] (tan: their quotient); libdevice's body (Payne-Hanek reduction) serves the elements beyond, in the blocks
 that hold one, by a block-uniform branch (an integer maximum over the block: a few instructions per element), so
 the common block never runs it. (ops/elementwise.py's remainder notes a per-block fallback that did not pay there:
-the sweep times sin and cos with the key off and on.)
+the sweep times sin, cos and tan with the key off and on.)
 
 Special values are PyTorch's (checked by the same exhaustive tests): NaN -> NaN, +-inf, -0.0 kept where the
 function is odd, domain errors give NaN (log of a negative, log1p below -1, atanh beyond +-1, acosh below 1).
 
 pow already has ``ALT_POW`` (ops/elementwise.py) and cosh ``ALT_COSH``. Not covered: asin and acos (libdevice's are
-already 23 SASS instructions per element on sm_90; a fitted polynomial with sqrt.approx took 24-25), tan, tanhshrink (x**3 Q(x**2) below 0.75, x - tanh(x) above: 31.3 SASS instructions per element against
+already 23 SASS instructions per element on sm_90; a fitted polynomial with sqrt.approx took 24-25), tanhshrink (x**3 Q(x**2) below 0.75, x - tanh(x) above: 31.3 SASS instructions per element against
 libdevice's 25.9), the other activations (their own ``fast`` bodies). elu, celu and selu take :func:`_em1` here
 instead of their ``fast`` bodies' degree-8 Taylor polynomial and non-flushing exp; gelu ('none') its ``fast`` body's
 erfcx fit with the constants folded and one flushing ex2 (fast_math16's erf pieces would need three branches
@@ -72,7 +72,7 @@ _HW = tl.constexpr(not INTERPRET) if HAVE_TRITON else False
 # Interpreter only (tests): push every approximate instruction to its documented error bound, by this sign (0 off,
 # +1 / -1): lg2 by 2**-22 absolute in [0.5, 2] and 2 ulp (2**-22 relative) elsewhere, ex2 by 2 ulp, rcp by 1 ulp.
 _ERR = tl.constexpr(0.0) if HAVE_TRITON else 0.0
-# Tests only: 0 compiles sin's and cos's rare branch (libdevice for |x| > _TRIG_B) as a NaN store, so that the SASS
+# Tests only: 0 compiles sin's, cos's and tan's rare branch (libdevice for |x| > _TRIG_B) as a NaN store, so that the SASS
 # count of a kernel is its common path's (the full kernel holds libdevice's Payne-Hanek code, never run there).
 _COLD = tl.constexpr(1) if HAVE_TRITON else 1
 
@@ -404,7 +404,7 @@ def _asinh_m(x, p0, p1, p2):
     return _copysign(tl.where(a < 0.5, a * p, big), x)
 
 
-# sin and cos: |x| <= _TRIG_B reduces in float32 by Cody-Waite (below); a block holding a larger |x| (or +-inf) takes
+# sin, cos, tan: |x| <= _TRIG_B reduces in float32 by Cody-Waite (below); a block holding a larger |x| (or +-inf) takes
 # libdevice's body for those elements (its Payne-Hanek reduction), decided once per block by a reduction.
 _TRIG_B = _C(105615.0)
 _PIO2_1 = _C(1.5707963705062866)      # float32(pi/2): 24 bits, the products k C1 below are exact in the FMA
@@ -452,22 +452,29 @@ def _cos_poly(s):
 
 
 @jit
-def _sincos16(x, COS: tl.constexpr):
-    # sin(x) = sign(x) sin(|x|), cos(x) = cos(|x|); sin(r + k pi/2) is sin r, cos r, -sin r, -cos r for k mod 4 =
-    # 0..3, and cos(r + k pi/2) is cos r, -sin r, -cos r, sin r. Both polynomials' results are within 2**-22
-    # relative, the reduction's r within 2**-22.9 (its zeros included: sin(r) ~ r there), so the float32 result is
-    # within 2**-21 relative of the exact value. -0.0 -> -0.0 (sin) by the sign of x, NaN -> NaN (r is NaN).
+def _trig16(x, MODE: tl.constexpr):
+    # MODE 0 sin, 1 cos, 2 tan. sin(x) = sign(x) sin(|x|), cos(x) = cos(|x|), tan(x) = sign(x) tan(|x|); sin(r + k
+    # pi/2) is sin r, cos r, -sin r, -cos r for k mod 4 = 0..3, cos(r + k pi/2) is cos r, -sin r, -cos r, sin r, and
+    # tan(r + k pi/2) is sin r / cos r for even k, -cos r / sin r for odd k (|sin r| >= 4e-9 there: the smallest
+    # |r| of the reduction, a normal divisor, and a quotient below 2.4e8: the flushing rcp, 1 ulp). Both
+    # polynomials' results are within 2**-22 relative, the reduction's r within 2**-22.9 (its zeros included: sin(r)
+    # ~ r there), so the float32 result is within 2**-21 relative of the exact value (2**-20 for tan). -0.0 -> -0.0
+    # (sin, tan) by the sign of x, NaN -> NaN (r is NaN).
     a = tl.abs(x)
     r, q = _trig_reduce(a)
     s = r * r
     sn = _sin_poly(r, s)
     cs = _cos_poly(s)
-    if COS:
-        v = tl.where((q & 1) != 0, sn, cs)
+    odd = (q & 1) != 0
+    if MODE == 1:
+        v = tl.where(odd, sn, cs)
         sgn = ((q + 1) & 2) << 30
-    else:
-        v = tl.where((q & 1) != 0, cs, sn)
+    elif MODE == 0:
+        v = tl.where(odd, cs, sn)
         sgn = ((q & 2) << 30) ^ (x.to(tl.int32, bitcast=True) & -2147483648)
+    else:
+        v = tl.where(odd, -cs, sn) * _rcpz(tl.where(odd, sn, cs))
+        sgn = x.to(tl.int32, bitcast=True) & -2147483648
     v = (v.to(tl.int32, bitcast=True) ^ sgn).to(tl.float32, bitcast=True)
     # |x| > _TRIG_B (+-inf included): libdevice's result for those elements, decided once per block (the common
     # block never runs it) by the integer maximum of |x|'s bits (one integer max per element; a NaN's bits are
@@ -476,21 +483,28 @@ def _sincos16(x, COS: tl.constexpr):
     if tl.max(a.to(tl.int32, bitcast=True), axis=0) > 0x47CE4780:  # the bits of 105615.0
         if not _COLD:
             v = tl.where(big, float("nan"), v)
-        elif COS:
+        elif MODE == 1:
             v = tl.where(big, libdevice.cos(x), v)
-        else:
+        elif MODE == 0:
             v = tl.where(big, libdevice.sin(x), v)
+        else:
+            v = tl.where(big, libdevice.tan(x), v)
     return v
 
 
 @jit
 def _sin_m(x, p0, p1, p2):
-    return _sincos16(x, False)
+    return _trig16(x, 0)
 
 
 @jit
 def _cos_m(x, p0, p1, p2):
-    return _sincos16(x, True)
+    return _trig16(x, 1)
+
+
+@jit
+def _tan_m(x, p0, p1, p2):
+    return _trig16(x, 2)
 
 
 @jit
@@ -557,6 +571,7 @@ OPS = {
     "asinh": ("elementwise", "_asinh_b", _asinh_m),
     "sin": ("elementwise", "_sin_b", _sin_m),
     "cos": ("elementwise", "_cos_b", _cos_m),
+    "tan": ("elementwise", "_tan_b", _tan_m),
     "elu": ("activation", "_elu_b", _elu_m),
     "celu": ("activation", "_celu_b", _celu_m),
     "selu": ("activation", "_selu_b", _selu_m),
