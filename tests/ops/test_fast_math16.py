@@ -36,7 +36,6 @@ def _all_patterns(dt) -> np.ndarray:
 
 
 BINARY = ("logaddexp", "xlogy", "atan2")
-_TRIG = ("sin", "cos", "tan")  # no approximate instruction; a block-uniform branch to libdevice beyond |x| = 105615
 
 
 def _second(dt) -> np.ndarray:
@@ -142,45 +141,6 @@ def test_exhaustive_16bit_on_the_gpu(op, dt, device):
     c.verify(_run(op, c.x, 1, y=c.y, device=device), base, f"{op} {dt.name} FAST_MATH16 on {device}")
 
 
-# The float32 closest to a multiple of pi/2 in each binade where it is closest (enumerated: every float32 in [0.5,
-# 105615] against a 26-bit-part split of pi/2 in float64). (Without the third Cody-Waite constant sin(105032.87)
-# would be 3.5e-3 relative off in float32: still under one bfloat16 ulp, and below float16's range, so no 16-bit
-# test sees that constant; it rests on the float32 error argument in fast_math16._trig_reduce.)
-_TRIG_HARD = np.array([1.5707963705062866, 4.71238899230957, 252.89820861816406, 2238.384765625, 17907.078125,
-                       52516.43359375, 105032.8671875], np.float32)
-
-
-@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=lambda d: d.name)
-@pytest.mark.parametrize("op", _TRIG)
-def test_trig_float32_inputs_near_the_zeros(op, dt, device):
-    """sin, cos and tan of float32 inputs into 16-bit outputs (``out=``): the float32 values nearest to k pi/2 and
-    their neighbours up to the reduction's bound, the hardest for the Cody-Waite reduction (:data:`_TRIG_HARD`;
-    252.898..., within 4.2e-9 of 161 pi/2, is the closest of all float32 in [0.5, 105615]), values beyond it
-    (libdevice's branch) and the special values: at most one 16-bit ulp from the correctly rounded value (NumPy's
-    float64 sin/cos)."""
-    if not (H.INTERPRET or device.startswith("cuda")):
-        pytest.skip("runs the Triton bodies (the interpreter or the GPU tier)")
-    k = np.unique(np.r_[1:200, np.geomspace(200, 67237, 300 if H.QUICK else 3000).astype(np.int64)])
-    c = (k * (np.pi / 2)).astype(np.float32)
-    x = np.r_[c, np.nextafter(c, np.float32(0)), np.nextafter(c, np.float32(np.inf)), _TRIG_HARD,
-              np.float32(105615.0), np.float32(105616.0), np.float32(3e38), np.inf, np.nan, 0.0, -0.0]
-    x = np.r_[x, -x].astype(np.float32)
-    f = getattr(nbx, op)
-    with configs.override("pointwise", FAST_MATH16=1):
-        o = nbx.empty(x.size, dtype=getattr(nbx, dt.name)).to(device)
-        got = H.result_host(f(nbx.from_numpy(x).to(device), out=o))
-    cr = cast_array(getattr(np, op)(x.astype(np.float64)), T.float64, dt)
-    H.assert_close(got, cr, dt, what=f"{op} float32 -> {dt.name}")
-    fin = ~np.isnan(cr.astype(np.float32))  # (tan's 16-bit results overflow to +-inf next to its poles)
-    assert np.array_equal(np.isnan(got.astype(np.float32)), ~fin)
-    u = _ulps(got[fin], cr[fin])
-    assert (u <= 1).all(), (x[fin][u > 1][:5], got[fin][u > 1][:5], cr[fin][u > 1][:5])
-    hard = np.isin(np.abs(x), _TRIG_HARD)  # float32 within 2**-21 relative there: the correctly rounded value
-    assert np.array_equal(got[hard].view(np.uint16), cr[hard].view(np.uint16)), (x[hard], got[hard], cr[hard])
-    if op == "sin":
-        assert np.signbit(got.astype(np.float32)[x.size // 2 - 1]) != np.signbit(got.astype(np.float32)[-1])
-
-
 @pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=lambda d: d.name)
 @pytest.mark.parametrize("op,alpha", [("celu", 2.0), ("celu", -1.5), ("celu", 0.3), ("elu", 0.5), ("elu", -2.0)])
 def test_alphas(op, alpha, dt, device):
@@ -247,16 +207,14 @@ def test_key_off_by_default():
 # 23.75, atan2 86.88 -> 42.75, asinh 30.12 (its ``fast`` body, on by default) -> 22.12 (bf16 in and out; relu
 # takes 5). (asin and acos were tried too: libdevice's are
 # 23.3 and 23.1, a fitted polynomial with sqrt.approx 25.3 and 24.3, so they stay out.)
-# sin 84.50 -> 27.75, cos 86.50 -> 26.50, tan 81.12 -> 30.75: libdevice's static count includes its Payne-Hanek
-# reduction (a branch taken for |x| > 105615 only); FAST_MATH16's common path, compiled with ``_COLD`` 0 (the full
-# kernel, libdevice's body for the rare blocks included, is 109.9, 110.9 and 108.3). elu 21.38 -> 16.38, celu 22.62 -> 17.62, selu 22.12 ->
+# elu 21.38 -> 16.38, celu 22.62 -> 17.62, selu 22.12 ->
 # 17.12 (their ``fast`` bodies, on by default, against expm1 by fast_math16._em1), gelu 26.25 -> 21.38 (its ``fast``
 # body against the same fit with folded constants and one flushing ex2).
 _SASS = {
     "log": (17.5, 28), "log2": (17.5, 30), "log10": (18.5, 29), "log1p": (14.5, 32), "expm1": (14.5, 31),
     "tanh": (22, 24), "atanh": (20.5, 42), "acosh": (25, 73), "erf": (24.5, 31), "erfc": (30, 48),
     "logaddexp": (27, 49), "xlogy": (24, 35), "atan2": (43.5, 80), "asinh": (22.5, 29),
-    "sin": (28, 80), "cos": (27, 80), "tan": (31, 75), "elu": (16.5, 21), "celu": (18, 22), "selu": (17.5, 21.5),
+    "elu": (16.5, 21), "celu": (18, 22), "selu": (17.5, 21.5),
     "gelu": (21.5, 25),
 }
 
@@ -275,15 +233,7 @@ def test_sm90_instruction_counts(op, monkeypatch):
         kernel, kargs, meta = _bf16_launch(call, monkeypatch)
     c = _compile_as_jit(kernel, kargs, meta)
     per, ops = _sass_per_element(c, meta)
-    if op in _TRIG:  # the count of the common path: the block-uniform branch to libdevice compiled as a NaN store
-        monkeypatch.setattr(M16, "_COLD", tl.constexpr(0))
-        for fn in (M16._trig16, M16._sin_m, M16._cos_m, M16._tan_m):  # Triton hashes a function's globals once
-            monkeypatch.setattr(fn, "hash", None)
-        full = per
-        per, ops = _sass_per_element(_compile_as_jit(kernel, kargs, meta), meta)
-        assert full > per + 20, (op, full, per)  # the full kernel holds libdevice's body
-        print(f"\n{op}: the full kernel (libdevice for |x| > {M16._TRIG_B}) {full:.2f} per element")
     print(f"\n{op}: {base:.2f} -> {per:.2f} SASS instructions per element")
     assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
     assert per <= budget and base >= before, f"{op}: {per:.2f} with FAST_MATH16 (budget {budget}), {base:.2f} without"
-    assert op in _TRIG or "approx" in c.asm["ptx"], op  # (sin, cos: FMAs and polynomials only)
+    assert "approx" in c.asm["ptx"], op

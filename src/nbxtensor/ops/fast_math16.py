@@ -39,12 +39,11 @@ instructions exactly (NumPy's log2/exp2/division); the exhaustive tests also run
 instruction pushed to the edge of its documented error (:data:`_ERR`, set by the tests), so the argument is
 checked for all 65 536 inputs of each 16-bit dtype, not only for the exact primitives.
 
-sin and cos use no approximate instruction (sin.approx's absolute error 2**-20.9 would need a relative fix near
-the zeros), tan one rcp.approx: a Cody-Waite reduction by three FMAs, exact enough for |x| <= 105615
-(:func:`_trig_reduce` proves it), then polynomials on [-pi/4, pi/4] (tan: their quotient); libdevice's body (Payne-Hanek reduction) serves the elements beyond, in the blocks
-that hold one, by a block-uniform branch (an integer maximum over the block: a few instructions per element), so
-the common block never runs it. (ops/elementwise.py's remainder notes a per-block fallback that did not pay there:
-the sweep times sin, cos and tan with the key off and on.)
+Not kept: sin, cos and tan by a Cody-Waite reduction (three FMAs, exact for |x| <= 105615) and polynomials, with a
+block-uniform branch to libdevice for larger |x|: 27-31 SASS instructions per element on the common path against
+libdevice's 81-87 static, but slower on the H200 (bf16 32768x8192, % of 4.8 TB/s, key off / on: sin 74.3 / 69.3,
+cos 70.3 / 70.0, tan 80.4 / 66.6; ``sweep_pointwise.py --group math16``, session 5), as ops/elementwise.py's
+remainder found for its per-block fallback.
 
 Special values are PyTorch's (checked by the same exhaustive tests): NaN -> NaN, +-inf, -0.0 kept where the
 function is odd, domain errors give NaN (log of a negative, log1p below -1, atanh beyond +-1, acosh below 1).
@@ -61,7 +60,7 @@ body).
 from __future__ import annotations
 
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
-from .triton_helpers import asinh_poly, atan_poly, libdevice
+from .triton_helpers import asinh_poly, atan_poly
 
 __all__ = ["KEY", "math16_body", "OPS"]
 
@@ -72,9 +71,6 @@ _HW = tl.constexpr(not INTERPRET) if HAVE_TRITON else False
 # Interpreter only (tests): push every approximate instruction to its documented error bound, by this sign (0 off,
 # +1 / -1): lg2 by 2**-22 absolute in [0.5, 2] and 2 ulp (2**-22 relative) elsewhere, ex2 by 2 ulp, rcp by 1 ulp.
 _ERR = tl.constexpr(0.0) if HAVE_TRITON else 0.0
-# Tests only: 0 compiles sin's, cos's and tan's rare branch (libdevice for |x| > _TRIG_B) as a NaN store, so that the SASS
-# count of a kernel is its common path's (the full kernel holds libdevice's Payne-Hanek code, never run there).
-_COLD = tl.constexpr(1) if HAVE_TRITON else 1
 
 _C = tl.constexpr if HAVE_TRITON else float
 _LN2 = _C(0.6931471805599453)
@@ -404,109 +400,6 @@ def _asinh_m(x, p0, p1, p2):
     return _copysign(tl.where(a < 0.5, a * p, big), x)
 
 
-# sin, cos, tan: |x| <= _TRIG_B reduces in float32 by Cody-Waite (below); a block holding a larger |x| (or +-inf) takes
-# libdevice's body for those elements (its Payne-Hanek reduction), decided once per block by a reduction.
-_TRIG_B = _C(105615.0)
-_PIO2_1 = _C(1.5707963705062866)      # float32(pi/2): 24 bits, the products k C1 below are exact in the FMA
-_PIO2_2 = _C(-4.371138828673793e-08)  # float32(pi/2 - C1)
-_PIO2_3 = _C(-1.7151245100058819e-15)  # float32(pi/2 - C1 - C2); |pi/2 - C1 - C2 - C3| = 1.06e-23
-
-
-@jit
-def _trig_reduce(a):
-    """|x| = a (>= 0, <= _TRIG_B or NaN) as r + k pi/2, |r| <= pi/4 (1 + 2**-22): returns r and the int32 bits
-    whose low two bits are k mod 4.
-
-    k = rint(a 2/pi) by the round-to-nearest of ``fma(a, 2/pi, 1.5 2**23)`` (a 2/pi <= 67238 < 2**22: the sum's
-    low mantissa bits are k, and 1.5 2**23's bits are a multiple of 4). r = ((a - k C1) - k C2) - k C3 by three
-    FMAs (CUDA's sinf reduction, the same bound): ``a - k C1`` is exact (a and k C1 are multiples of 2**-24 when
-    a >= 0.5 and k >= 1, |a - k C1| < 1; k = 0 leaves a), the other two round once each (2**-24 relative of
-    values within |k C3| <= 1.2e-10 of r), and C1 + C2 + C3 misses pi/2 by 1.06e-23 (k times that: 7e-19).
-    The smallest |r| over every float32 a in [0.5, 105615] is 4.19e-9 (a = 252.898..., k = 161: found by
-    enumerating them: each binade's 2**23 values against a 26-bit-part split of pi/2 in float64), so r is
-    within 2**-22.9 relative of a - k pi/2 for every float32 a <= _TRIG_B."""
-    # (libdevice.fma: one FFMA on the GPU, rounded once under the interpreter too)
-    t = libdevice.fma(a, 0.6366197723675814, 12582912.0)
-    k = t - 12582912.0
-    r = libdevice.fma(k, -_PIO2_1, a)
-    r = libdevice.fma(k, -_PIO2_2, r)
-    r = libdevice.fma(k, -_PIO2_3, r)
-    return r, t.to(tl.int32, bitcast=True)
-
-
-@jit
-def _sin_poly(r, s):
-    # sin(r), |r| <= pi/4 (1.0005), s = r*r: r + r s P(s), degree 7 (relative error 2**-23.7 evaluated in float32);
-    # r = +-0 and subnormal r give r
-    p = s * -0.0001951495337081501 + 0.008332158370348003
-    p = p * s - 0.16666654572291614
-    return (p * s) * r + r
-
-
-@jit
-def _cos_poly(s):
-    # cos(r), |r| <= pi/4 (1.0005), s = r*r: 1 + s P(s), degree 6 (relative error 2**-22.9 evaluated in float32)
-    p = s * -0.0013591548703435104 + 0.041655754436671966
-    p = p * s - 0.4999988438187107
-    return p * s + 1.0
-
-
-@jit
-def _trig16(x, MODE: tl.constexpr):
-    # MODE 0 sin, 1 cos, 2 tan. sin(x) = sign(x) sin(|x|), cos(x) = cos(|x|), tan(x) = sign(x) tan(|x|); sin(r + k
-    # pi/2) is sin r, cos r, -sin r, -cos r for k mod 4 = 0..3, cos(r + k pi/2) is cos r, -sin r, -cos r, sin r, and
-    # tan(r + k pi/2) is sin r / cos r for even k, -cos r / sin r for odd k (|sin r| >= 4e-9 there: the smallest
-    # |r| of the reduction, a normal divisor, and a quotient below 2.4e8: the flushing rcp, 1 ulp). Both
-    # polynomials' results are within 2**-22 relative, the reduction's r within 2**-22.9 (its zeros included: sin(r)
-    # ~ r there), so the float32 result is within 2**-21 relative of the exact value (2**-20 for tan). -0.0 -> -0.0
-    # (sin, tan) by the sign of x, NaN -> NaN (r is NaN).
-    a = tl.abs(x)
-    r, q = _trig_reduce(a)
-    s = r * r
-    sn = _sin_poly(r, s)
-    cs = _cos_poly(s)
-    odd = (q & 1) != 0
-    if MODE == 1:
-        v = tl.where(odd, sn, cs)
-        sgn = ((q + 1) & 2) << 30
-    elif MODE == 0:
-        v = tl.where(odd, cs, sn)
-        sgn = ((q & 2) << 30) ^ (x.to(tl.int32, bitcast=True) & -2147483648)
-    else:
-        v = tl.where(odd, -cs, sn) * _rcpz(tl.where(odd, sn, cs))
-        sgn = x.to(tl.int32, bitcast=True) & -2147483648
-    v = (v.to(tl.int32, bitcast=True) ^ sgn).to(tl.float32, bitcast=True)
-    # |x| > _TRIG_B (+-inf included): libdevice's result for those elements, decided once per block (the common
-    # block never runs it) by the integer maximum of |x|'s bits (one integer max per element; a NaN's bits are
-    # larger than any finite value's, so a block with a NaN takes the branch too, and NaN stays NaN either way)
-    big = a > _TRIG_B
-    if tl.max(a.to(tl.int32, bitcast=True), axis=0) > 0x47CE4780:  # the bits of 105615.0
-        if not _COLD:
-            v = tl.where(big, float("nan"), v)
-        elif MODE == 1:
-            v = tl.where(big, libdevice.cos(x), v)
-        elif MODE == 0:
-            v = tl.where(big, libdevice.sin(x), v)
-        else:
-            v = tl.where(big, libdevice.tan(x), v)
-    return v
-
-
-@jit
-def _sin_m(x, p0, p1, p2):
-    return _trig16(x, 0)
-
-
-@jit
-def _cos_m(x, p0, p1, p2):
-    return _trig16(x, 1)
-
-
-@jit
-def _tan_m(x, p0, p1, p2):
-    return _trig16(x, 2)
-
-
 @jit
 def _elu_m(x, alpha, p1, p2):
     # ATen's x > 0 ? x : alpha expm1(x), expm1 by :func:`_em1` (2**-18 relative; ops/activation.py's ``fast``
@@ -569,9 +462,6 @@ OPS = {
     "xlogy": ("elementwise", "_xlogy_b", _xlogy_m),
     "atan2": ("elementwise", "_atan2_b", _atan2_m),
     "asinh": ("elementwise", "_asinh_b", _asinh_m),
-    "sin": ("elementwise", "_sin_b", _sin_m),
-    "cos": ("elementwise", "_cos_b", _cos_m),
-    "tan": ("elementwise", "_tan_b", _tan_m),
     "elu": ("activation", "_elu_b", _elu_m),
     "celu": ("activation", "_celu_b", _celu_m),
     "selu": ("activation", "_selu_b", _selu_m),
