@@ -57,11 +57,28 @@ def _decode(b, MAGIC):
 
 
 @gluon.jit
+def _fold_chunk(acc, b, xb, xs, s, mn, zero, MAGIC, MT: gl.constexpr, NW: gl.constexpr, dot_a: gl.constexpr,
+                mma: gl.constexpr):
+    # one chunk of 8 groups: the packed bytes b decoded into mma.sync's A operand (a trivial layout conversion:
+    # the K order of the module docstring), times the block-diagonal x operand xb, group scales s and minima mn
+    # applied to the per-group products, xs the chunk's x as [8 groups, 32]; codes decode as 128 + q (bfloat16)
+    lo, hi = _decode(b, MAGIC)
+    a = gl.join(lo, hi)                                        # [MT, NW, 2, 8, 4 t, 32 j, 2 h]
+    a = gl.reshape(a, [MT, NW, 2, 8, 4, 8, 2, 2, 2])           # j = 4 u + 2 v1 + v0: [.., t, u, v1, v0, h]
+    a = gl.permute(a, [0, 1, 2, 3, 5, 8, 6, 4, 7])             # [i, w, hf, g, u, h, v1, t, v0]
+    a = gl.reshape(a, [MT * NW * 16, 256])
+    a = gl.convert_layout(a, dot_a, assert_trivial=True)
+    d = mma_v2(a, xb, zero)
+    xg = gl.convert_layout(gl.sum(xs.to(gl.float32), axis=1), gl.SliceLayout(0, mma))
+    s32 = s.to(gl.float32)
+    return acc + s32 * d + (mn.to(gl.float32) - 128.0 * s32) * xg[None, :]
+
+
+@gluon.jit
 def g4_kernel(X, W, S, MN, OUT, N, NG, swn, ssn, MAGIC, G_SPLIT,
               NW: gl.constexpr, MT: gl.constexpr, PF: gl.constexpr, SPLIT: gl.constexpr, ST: gl.constexpr = 0):
     # rows of this program: R = MT * NW * 16; chunk = 8 groups = 256 codes = 128 bytes per row
     R: gl.constexpr = MT * NW * 16
-    OFF: gl.constexpr = 128.0
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[NW, 1], instr_shape=[16, 8])
     dot_a: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     dot_b: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=2)
@@ -136,15 +153,7 @@ def g4_kernel(X, W, S, MN, OUT, N, NG, swn, ssn, MAGIC, G_SPLIT,
             mn = gl.load(mptr + g0).to(gl.float32)
             cp.wait_group(ST - 1)
             b = ring.index(i % ST).load(lb)
-            lo, hi = _decode(b, MAGIC)
-            a = gl.join(lo, hi)
-            a = gl.reshape(a, [MT, NW, 2, 8, 4, 8, 2, 2, 2])
-            a = gl.permute(a, [0, 1, 2, 3, 5, 8, 6, 4, 7])
-            a = gl.reshape(a, [R, 256])
-            a = gl.convert_layout(a, dot_a, assert_trivial=True)
-            d = mma_v2(a, xb, zero)
-            xg = gl.convert_layout(gl.sum(xs, axis=1), gl.SliceLayout(0, mma))
-            acc += s32 * d + (mn - OFF * s32) * xg[None, :]
+            acc = _fold_chunk(acc, b, xb, xs, s32, mn, zero, MAGIC, MT, NW, dot_a, mma)
             i += 1
         cp.wait_group(0)
     elif PF:
@@ -160,16 +169,7 @@ def g4_kernel(X, W, S, MN, OUT, N, NG, swn, ssn, MAGIC, G_SPLIT,
             xs_n = gl.load(xgp + gn * 32)
             s_n = gl.load(sptr + gn)
             mn_n = gl.load(mptr + gn)
-            lo, hi = _decode(b, MAGIC)
-            a = gl.join(lo, hi)
-            a = gl.reshape(a, [MT, NW, 2, 8, 4, 8, 2, 2, 2])
-            a = gl.permute(a, [0, 1, 2, 3, 5, 8, 6, 4, 7])
-            a = gl.reshape(a, [R, 256])
-            a = gl.convert_layout(a, dot_a, assert_trivial=True)
-            d = mma_v2(a, xb, zero)
-            xg = gl.convert_layout(gl.sum(xs.to(gl.float32), axis=1), gl.SliceLayout(0, mma))
-            s32 = s.to(gl.float32)
-            acc += s32 * d + (mn.to(gl.float32) - OFF * s32) * xg[None, :]
+            acc = _fold_chunk(acc, b, xb, xs, s, mn, zero, MAGIC, MT, NW, dot_a, mma)
             b = b_n
             xb = xb_n
             xs = xs_n
@@ -178,19 +178,9 @@ def g4_kernel(X, W, S, MN, OUT, N, NG, swn, ssn, MAGIC, G_SPLIT,
     else:
         for g0 in range(g_lo, g_hi, 8):
             b = gl.load(ptr6 + g0 * 16)
-            lo, hi = _decode(b, MAGIC)
-            a = gl.join(lo, hi)
-            a = gl.reshape(a, [MT, NW, 2, 8, 4, 8, 2, 2, 2])
-            a = gl.permute(a, [0, 1, 2, 3, 5, 8, 6, 4, 7])
-            a = gl.reshape(a, [R, 256])
-            a = gl.convert_layout(a, dot_a, assert_trivial=True)
             xb = gl.load(xptr + g0 * 32, mask=bmask, other=0.0)
-            d = mma_v2(a, xb, zero)
-            xs = gl.load(xgp + g0 * 32).to(gl.float32)
-            xg = gl.convert_layout(gl.sum(xs, axis=1), gl.SliceLayout(0, mma))
-            s32 = gl.load(sptr + g0).to(gl.float32)
-            mn = gl.load(mptr + g0).to(gl.float32)
-            acc += s32 * d + (mn - OFF * s32) * xg[None, :]
+            acc = _fold_chunk(acc, b, xb, gl.load(xgp + g0 * 32), gl.load(sptr + g0), gl.load(mptr + g0), zero,
+                              MAGIC, MT, NW, dot_a, mma)
     tot = gl.sum(acc, axis=1)
     orow = pid * R + rr
     if SPLIT:
