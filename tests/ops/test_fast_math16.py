@@ -184,7 +184,11 @@ def test_every_body_replaces_a_default_body():
         # (celu's implementation is its own launch function, which passes the default body: test_celu_alphas)
         assert getattr(registry.get(op).triton, "body", default) is default, op
         assert M16.math16_body(default) is body, op
-    assert M16.math16_body(E._exp_b) is None
+        # level 2 takes OPS2's body where it has the op, else the level-1 body
+        assert M16.math16_body(default, 2) is (M16.OPS2[op][2] if op in M16.OPS2 else body), op
+    assert M16.math16_body(E._exp_b) is None and M16.math16_body(E._exp_b, 2) is None
+    with pytest.raises(ValueError, match="level expected 1 or 2"):
+        M16.math16_body(E._exp_b, 3)
 
 
 def test_key_off_by_default():

@@ -468,18 +468,32 @@ OPS = {
     "gelu": ("activation", "_gelu_b", _gelu_m),
 }
 
+# Level 2 (``FAST_MATH16: 2``): cheaper bodies, float32 intermediate within about 2**-13 relative (still at most one
+# 16-bit ulp from the correctly rounded value). An op absent here keeps its level-1 body at level 2.
+OPS2: dict = {}
+
 _BY_ID: dict | None = None
 
 
-def math16_body(body):
-    """The ``FAST_MATH16`` body replacing the default ``@jit`` body ``body`` (one of :data:`OPS`), or None.
+def _tables() -> dict:
+    """{level: {id(default body): fast body}}, built on first use from :data:`OPS`, :data:`OPS2` and
+    ops/fast_trig16.py's tables (its ``OPS`` at level 1, ``OPS2`` at level 2)."""
+    from . import activation, elementwise, fast_trig16
+    mods = {"elementwise": elementwise, "activation": activation}
+    one = {**OPS, **getattr(fast_trig16, "OPS", {})}
+    two = {**one, **OPS2, **getattr(fast_trig16, "OPS2", {})}
+    return {lvl: {id(getattr(mods[m], name)): b for m, name, b in tab.values()} for lvl, tab in ((1, one), (2, two))}
+
+
+def math16_body(body, level: int = 1):
+    """The ``FAST_MATH16`` body replacing the default ``@jit`` body ``body`` at ``level`` (1: :data:`OPS`, about
+    2**-16 relative before rounding; 2: :data:`OPS2` where it has the op, else level 1), or None.
 
     Built lazily from ops/elementwise.py's and ops/activation.py's bodies (those modules import the pointwise
-    generator, which asks here)."""
+    generator, which asks here). Raises ValueError for a level other than 1 or 2."""
     global _BY_ID
+    if level not in (1, 2):
+        raise ValueError(f"math16_body: level expected 1 or 2 (the FAST_MATH16 setting), got {level!r}")
     if _BY_ID is None:
-        from . import activation, elementwise
-        mods = {"elementwise": elementwise, "activation": activation}
-        _BY_ID = {id(getattr(mods[m], name)): (getattr(mods[m], name), b) for m, name, b in OPS.values()}
-    hit = _BY_ID.get(id(body))
-    return None if hit is None else hit[1]
+        _BY_ID = _tables()
+    return _BY_ID[level].get(id(body))

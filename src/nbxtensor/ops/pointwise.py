@@ -469,8 +469,9 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         strd.extend(next(it) if isinstance(x, Tensor) else (0,) * MAX_RANK)
     cfg = launch_config(op, out.device, dtypes=(out.dtype,), numel=numel)
     block = cfg.pop("BLOCK")
-    if cfg.pop(_M16.KEY, 0) and _M16.math16_body(body) is not None:  # ops/fast_math16.py (16-bit outputs only)
-        fast = _M16.math16_body(body)
+    level = int(cfg.pop(_M16.KEY, 0))
+    if level and _M16.math16_body(body, level) is not None:  # ops/fast_math16.py (16-bit outputs only)
+        fast = _M16.math16_body(body, level)
     use_alt = False
     for k in [k for k in cfg if k.startswith("ALT_")]:
         use_alt = bool(cfg.pop(k)) and alt is not None and k == alt.key or use_alt
