@@ -400,6 +400,30 @@ def test_lifetime_nbx_producer_deleted():
     assert wr() is None and D._live_exports() == live and memory_allocated() == alloc
 
 
+def test_deleter_survives_module_teardown():
+    """A NumPy array from our capsule may be freed in the interpreter's final garbage collection, after this
+    module's globals are gone (a segmentation fault at exit on the GPU machine, session 6): the ctypes trampoline
+    stays alive without the module's reference, and the deleter works with the module's tables unbound."""
+    wr = weakref.ref(D._DELETER)
+    saved = D._DELETER
+    t = nbx.arange(8, dtype=nbx.float32)
+    b = np.from_dlpack(t)
+    live = D._live_exports()
+    calls = D._DELETER_CALLS[0]
+    try:
+        del D._DELETER, saved
+        gc.collect()
+        assert wr() is not None  # one reference is never dropped: the trampoline outlives the module
+        D._LIVE, D._DELETER_CALLS = None, None  # as after the module's dict is cleared at exit
+        del b                                    # NumPy calls our deleter now
+        gc.collect()
+    finally:
+        D._DELETER = wr()
+        D._LIVE, D._DELETER_CALLS = D._deleter.__defaults__
+    assert D._DELETER_CALLS[0] == calls + 1 and D._live_exports() == live - 1
+    del t
+
+
 # -- the consumer: hand-edited capsules and producers of every vintage --------------------------------------
 def test_import_null_strides_and_byte_offset():
     t = nbx.arange(12, dtype=nbx.int32).view(3, 4)

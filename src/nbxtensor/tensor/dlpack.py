@@ -146,16 +146,22 @@ _DELETER_CALLS = [0]                # how many times consumers called our delete
 _SWEEP_LOCK = threading.Lock()
 
 
-def _deleter(addr):
+def _deleter(addr, _live=_LIVE, _calls=_DELETER_CALLS):
     # Called by consumers through C, possibly with their exception pending: no calls in here, only dict and int
-    # operations, so the release always completes (see the module docstring).
-    _DELETER_CALLS[0] += 1
-    if addr in _LIVE:
-        del _LIVE[addr]
+    # operations, so the release always completes (see the module docstring). The tables are bound as defaults:
+    # a consumer's array can outlive this module's globals at interpreter exit.
+    _calls[0] += 1
+    if addr in _live:
+        del _live[addr]
 
 
 _DELETER = _DELETER_T(_deleter)
 _DELETER_ADDR = ctypes.cast(_DELETER, c_void_p).value
+# Immortal: a consumer (a NumPy array from ``np.from_dlpack``) may call the deleter during the interpreter's final
+# garbage collection, after this module's dict was cleared; freeing the ctypes trampoline first made that call
+# jump into freed memory (a segmentation fault at exit, seen on the GPU machine). One reference that is never
+# dropped keeps the trampoline alive for the life of the process.
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_DELETER))
 
 
 def _value_refcount(d: dict, key) -> int:
