@@ -131,11 +131,31 @@ def _lanes_final(m, s, AXIS: tl.constexpr):
 
 
 @jit
+def _chunk_online(m, s, x, FTZ: tl.constexpr, FOLD: tl.constexpr):
+    """Fold a ``[BLOCK_M, NCH, CHUNK]`` tile into per-chunk states ``m``, ``s`` (``[BLOCK_M, NCH]``): the chunk's
+    maximum (NaN-propagating, within one thread when a chunk is one thread's vector), the state rescaled once by
+    ``exp(m - m')`` and the chunk's ``exp(x - m')`` added, ``m' = max(m, max(chunk))`` (the online normaliser of
+    Milakov & Gimelshein applied per chunk). Both arguments of the exponentials are <= 0 or NaN, so
+    :func:`_exp_neg_abs` serves: a -inf element adds 0; states start at the lowest finite value, so an all -inf
+    chunk leaves (lowest, 0); NaN propagates through the maximum into the sum; a +inf maximum gives the NaN sum
+    of :func:`_lanes_final`. FOLD (16-bit results only): the elements' exponentials as ``ex2(x * log2(e) - m' *
+    log2(e))`` (one FFMA; relative error about ``|m'| * 2**-24``, :func:`_exp_shifted`'s mode 2)."""
+    mn = maximum_fast(m, nan_max_fast(x, 2))
+    if FOLD:
+        e = _exp_shifted(x, mn[:, :, None], 2, FTZ)
+    else:
+        e = _exp_neg_abs(x - mn[:, :, None], FTZ)
+    s = s * _exp_neg_abs(m - mn, FTZ) + tl.sum(e, 2)
+    return mn, s
+
+
+@jit
 def _softmax_rows_kernel(x_ptr, y_ptr, O, N, NBLK, sxo, sxn, syo, syn, LOG: tl.constexpr, ONE_TILE: tl.constexpr,
                          RCP: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          LOOP_STAGES: tl.constexpr, ROW_STAGES: tl.constexpr, EVICT: tl.constexpr,
                          EVICT2: tl.constexpr, HW_CVT: tl.constexpr, FTZ: tl.constexpr,
-                         LOWEST: tl.constexpr, EVEN: tl.constexpr = False, EXP_OUT: tl.constexpr = 0):
+                         LOWEST: tl.constexpr, EVEN: tl.constexpr = False, EXP_OUT: tl.constexpr = 0,
+                         CHUNK: tl.constexpr = 0, EXP_OUT2: tl.constexpr = 0, FULL: tl.constexpr = False):
     """softmax of ``x[o, n]`` over n (innermost), BLOCK_M rows per step; program ``pid`` takes the row blocks
     ``pid, pid + grid, ...`` of NBLK (one each unless the grid is persistent).
 
@@ -145,7 +165,11 @@ def _softmax_rows_kernel(x_ptr, y_ptr, O, N, NBLK, sxo, sxn, syo, syn, LOG: tl.c
     (max, sum) states (:func:`_lane_online`) combined once per row (:func:`_lanes_final`), pass 2
     re-reads and writes. EVICT is the L2 policy of pass 1's loads (``evict_last`` keeps a row in L2 for pass
     2), EVICT2 of pass 2's loads and of the stores. RCP: multiply by the IEEE reciprocal of the sum (PyTorch's
-    ``SoftMaxForwardWithMulEpilogue``) instead of an IEEE division per element."""
+    ``SoftMaxForwardWithMulEpilogue``) instead of an IEEE division per element. CHUNK (looped, default 0): pass 1
+    folds CHUNK consecutive elements per state at once (:func:`_chunk_online`: one maximum and one rescale per
+    chunk instead of a compare, select and two adds per element); with FULL (the host sets it only when BLOCK_M
+    divides O) its whole tiles load unmasked. EXP_OUT2 (looped, with RCP): pass 2's ``exp(x - m)`` by
+    :func:`_exp_shifted` of that mode (0: ``tl.exp``); mode 2 also folds log2(e) in CHUNK's pass 1."""
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
     OUT: tl.constexpr = y_ptr.dtype.element_ty
@@ -177,6 +201,33 @@ def _softmax_rows_kernel(x_ptr, y_ptr, O, N, NBLK, sxo, sxn, syo, syn, LOG: tl.c
                 tl.store(yrow + lanes[None, :] * syn, out_convert(y, OUT, HW_CVT), eviction_policy=EVICT2)
             else:
                 tl.store(yrow + lanes[None, :] * syn, out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
+        elif CHUNK > 0:
+            # states per chunk of CHUNK consecutive elements (one thread's vector when CHUNK * itemsize is 16 B)
+            NCH: tl.constexpr = BLOCK_N // CHUNK
+            off3 = (tl.arange(0, NCH).to(tl.int64) * CHUNK)[None, :, None] + tl.arange(0, CHUNK)[None, None, :]
+            m = tl.full([BLOCK_M, NCH], LOWEST, ACC)
+            s = tl.zeros([BLOCK_M, NCH], ACC)
+            xrow3 = x_ptr + rows[:, None, None] * sxo
+            fold: tl.constexpr = EXP_OUT2 == 2
+            if FULL:  # BLOCK_M divides the rows: whole tiles unmasked, then the row's tail
+                nfull = (N // BLOCK_N) * BLOCK_N
+                for n0 in tl.range(0, nfull, BLOCK_N, num_stages=LOOP_STAGES):
+                    x = convert(tl.load(xrow3 + (n0 + off3) * sxn, eviction_policy=EVICT), ACC)
+                    m, s = _chunk_online(m, s, x, FTZ, fold)
+                if nfull < N:
+                    n = nfull + off3
+                    x = convert(tl.load(xrow3 + n * sxn, mask=n < N, other=float("-inf"), eviction_policy=EVICT),
+                                ACC)
+                    m, s = _chunk_online(m, s, x, FTZ, fold)
+            else:
+                for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
+                    n = n0 + off3
+                    msk = row_ok[:, None, None] & (n < N)
+                    x = convert(tl.load(xrow3 + n * sxn, mask=msk, other=float("-inf"), eviction_policy=EVICT), ACC)
+                    m, s = _chunk_online(m, s, x, FTZ, fold)
+            m, s = _lanes_final(m, s, 1)
+            _softmax_row_out(x_ptr, y_ptr, xrow, yrow, row_ok, lanes, m, s, N, sxn, syn, LOG, RCP, ACC, BLOCK_N,
+                             LOOP_STAGES, EVICT2, HW_CVT, EXP_OUT2, FULL)
         else:
             m = tl.full([BLOCK_M, BLOCK_N], LOWEST, ACC)
             s = tl.zeros([BLOCK_M, BLOCK_N], ACC)
@@ -187,19 +238,49 @@ def _softmax_rows_kernel(x_ptr, y_ptr, O, N, NBLK, sxo, sxn, syo, syn, LOG: tl.c
                             ACC)
                 m, s = _lane_online(m, s, x, FTZ)
             m, s = _lanes_final(m, s, 1)
-            ls = libdevice.log(s)
-            inv = rcp_rn(s)
-            for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
-                n = n0 + lanes
-                msk = row_ok[:, None] & (n < N)[None, :]
-                x = convert(tl.load(xrow + n[None, :] * sxn, mask=msk, eviction_policy=EVICT2), ACC)
-                if LOG:
-                    y = x - m[:, None] - ls[:, None]
-                elif RCP:
-                    y = tl.exp(x - m[:, None]) * inv[:, None]
-                else:
-                    y = div_rn(tl.exp(x - m[:, None]), s[:, None])
-                tl.store(yrow + n[None, :] * syn, out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
+            _softmax_row_out(x_ptr, y_ptr, xrow, yrow, row_ok, lanes, m, s, N, sxn, syn, LOG, RCP, ACC, BLOCK_N,
+                             LOOP_STAGES, EVICT2, HW_CVT, EXP_OUT2, FULL)
+
+
+@jit
+def _softmax_row_out(x_ptr, y_ptr, xrow, yrow, row_ok, lanes, m, s, N, sxn, syn, LOG: tl.constexpr,
+                     RCP: tl.constexpr, ACC: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
+                     EVICT2: tl.constexpr, HW_CVT: tl.constexpr, EXP_OUT2: tl.constexpr, FULL: tl.constexpr):
+    """The looped path's pass 2: re-read the rows and write ``exp(x - m) / s`` (or ``x - m - log(s)``); FULL
+    (BLOCK_M divides the rows): whole tiles unmasked, then the row's tail."""
+    ls = libdevice.log(s)
+    inv = rcp_rn(s)
+    if FULL:
+        nfull = (N // BLOCK_N) * BLOCK_N
+        for n0 in tl.range(0, nfull, BLOCK_N, num_stages=LOOP_STAGES):
+            _softmax_out_tile(y_ptr, xrow, yrow, n0 + lanes, None, m, s, ls, inv, sxn, syn, LOG, RCP, ACC, EVICT2,
+                              HW_CVT, EXP_OUT2)
+        if nfull < N:
+            n = nfull + lanes
+            _softmax_out_tile(y_ptr, xrow, yrow, n, row_ok[:, None] & (n < N)[None, :], m, s, ls, inv, sxn, syn,
+                              LOG, RCP, ACC, EVICT2, HW_CVT, EXP_OUT2)
+    else:
+        for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
+            n = n0 + lanes
+            _softmax_out_tile(y_ptr, xrow, yrow, n, row_ok[:, None] & (n < N)[None, :], m, s, ls, inv, sxn, syn,
+                              LOG, RCP, ACC, EVICT2, HW_CVT, EXP_OUT2)
+
+
+@jit
+def _softmax_out_tile(y_ptr, xrow, yrow, n, msk, m, s, ls, inv, sxn, syn, LOG: tl.constexpr, RCP: tl.constexpr,
+                      ACC: tl.constexpr, EVICT2: tl.constexpr, HW_CVT: tl.constexpr, EXP_OUT2: tl.constexpr):
+    OUT: tl.constexpr = y_ptr.dtype.element_ty
+    x = convert(tl.load(xrow + n[None, :] * sxn, mask=msk, eviction_policy=EVICT2), ACC)
+    if LOG:
+        y = x - m[:, None] - ls[:, None]
+    elif RCP:
+        if EXP_OUT2 == 0:
+            y = tl.exp(x - m[:, None]) * inv[:, None]
+        else:
+            y = _exp_shifted(x, m[:, None], EXP_OUT2, HW_CVT and ACC == tl.float32) * inv[:, None]
+    else:
+        y = div_rn(tl.exp(x - m[:, None]), s[:, None])
+    tl.store(yrow + n[None, :] * syn, out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
 
 
 @jit
@@ -261,8 +342,8 @@ def _meta(cfg: dict, one_tile: bool, acc) -> dict:
     ``RCP`` (default: multiply by the reciprocal on the looped path, divide on one tile), ``FAST_EXP`` (default
     on: :func:`_exp_sum`'s single ``ex2.approx.ftz`` in the looped path's sums, float32 on the GPU) and the
     hardware bfloat16 conversion on compiled tiers. ``EVEN`` and ``EXP_OUT`` (default off, 0) are settled by
-    :func:`_one_tile_meta` (rows kernel) and dropped here."""
-    cfg = {k: v for k, v in cfg.items() if k not in ("EVEN", "EXP_OUT")}
+    :func:`_one_tile_meta` (rows kernel), ``CHUNK`` and ``EXP_OUT2`` by :func:`_looped_meta`, and dropped here."""
+    cfg = {k: v for k, v in cfg.items() if k not in ("EVEN", "EXP_OUT", "CHUNK", "EXP_OUT2")}
     meta = loop_meta(cfg)
     meta["EVICT2"] = str(meta.get("EVICT2") or "")
     meta["RCP"] = bool(meta.get("RCP", not one_tile))
@@ -282,6 +363,23 @@ def _one_tile_meta(cfg: dict, one_tile: bool, O: int, N: int, out_dtype) -> dict
     if mode == 2 and out_dtype not in (T.float16, T.bfloat16):
         mode = 1
     return dict(EVEN=even, EXP_OUT=mode)
+
+
+def _looped_meta(cfg: dict, one_tile: bool, rows: int, out_dtype) -> dict:
+    """The rows kernel's looped-path settings from its config (default 0, the per-lane loop): ``CHUNK`` (a power
+    of two dividing ``BLOCK_N``: pass 1's states per chunk, :func:`_chunk_online`) and ``EXP_OUT2`` (0, 1 or 2:
+    pass 2's exponential, :func:`_exp_shifted`; 2 only for float16/bfloat16 results, else 1; taken with the
+    reciprocal, ``RCP``, the looped default), and ``FULL`` (CHUNK's unmasked whole tiles) where BLOCK_M divides
+    ``rows``. All off on one tile."""
+    if one_tile:
+        return dict(CHUNK=0, EXP_OUT2=0, FULL=False)
+    chunk, mode = int(cfg.get("CHUNK", 0)), int(cfg.get("EXP_OUT2", 0))
+    check(chunk == 0 or (chunk & (chunk - 1) == 0 and cfg["BLOCK_N"] % chunk == 0), lambda: "softmax: config CHUNK "
+          f"expected 0 or a power of two dividing BLOCK_N = {cfg['BLOCK_N']}, got {chunk}", ValueError)
+    check(mode in (0, 1, 2), lambda: f"softmax: config EXP_OUT2 expected 0, 1 or 2, got {mode}", ValueError)
+    if mode == 2 and out_dtype not in (T.float16, T.bfloat16):
+        mode = 1
+    return dict(CHUNK=chunk, EXP_OUT2=mode, FULL=chunk > 0 and rows % cfg["BLOCK_M"] == 0)
 
 
 def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
@@ -320,6 +418,7 @@ def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
         # the row loop is pipelined only on one tile (the looped path pipelines its inner loops)
         meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
         meta.update(_one_tile_meta(cfg, one, O, N, y.dtype))
+        meta.update(_looped_meta(cfg, one, O, y.dtype))
         plan = (_softmax_rows_kernel, (grid,), (O, N, nblk, sxo, sxn, st[0], st[1]),
                 dict(LOG=log, ONE_TILE=one, ACC=acc, **meta))
     else:
