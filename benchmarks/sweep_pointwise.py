@@ -163,22 +163,7 @@ MATH16_CASES = [  # (op, input domain, binary)
     ("logaddexp", "normal", True), ("log1p", "positive", False), ("tanh", "normal", False),
     ("xlogy", "positive", True), ("atan2", "normal", True), ("asinh", "normal", False),
 ]
-# The prefetching persistent loop (ops/pointwise.py ``PREFETCH`` with ``programs_per_sm``; group ``prefetch``):
-# the compute-heavy 16-bit ops still below 85 % (session 6's bench_ops: 66-84 %) at the table's body and tile,
-# then loading tile t + grid before computing tile t, then a persistent grid alone (the control).
-PREFETCH_CASES = [  # (op, input domain, binary)
-    ("erf", "normal", False), ("atan", "normal", False), ("acosh", "ge1", False), ("asin", "unit", False),
-    ("sin", "normal", False), ("cos", "normal", False), ("erfc", "normal", False), ("asinh", "normal", False),
-    ("tanhshrink", "normal", False), ("gelu", "normal", False), ("tan", "normal", False), ("acos", "unit", False),
-    ("atanh", "unit", False), ("atan2", "normal", True), ("remainder", "nonzero", True), ("pow", "positive", True),
-]
-PREFETCH_VARIANTS = [
-    {"programs_per_sm": 16, "PREFETCH": 1},                     # 64 warps per SM, next tile in flight
-    {"programs_per_sm": 8, "PREFETCH": 1},
-    {"BLOCK": 512, "num_warps": 4, "programs_per_sm": 16, "PREFETCH": 1},
-    {"programs_per_sm": 16, "PREFETCH": 0},                     # control: the persistent grid alone
-]
-GROUPS = ("issue4", "activations", "alt", "math16", "prefetch", "all")
+GROUPS = ("issue4", "activations", "alt", "math16", "all")
 
 ABLATIONS = {  # case name -> settings that change the code, not the schedule
     "relu": [{"HW_CVT": 0}], "add": [{"HW_CVT": 0}], "cast bf16->fp8": [{"HW_CVT": 0}],
@@ -288,22 +273,6 @@ def build_math16_cases(nbx, smoke: bool) -> list[Case]:
     return cases
 
 
-def build_prefetch_cases(nbx, smoke: bool) -> list[Case]:
-    """:data:`PREFETCH_CASES` on bf16 32768x8192 over :data:`PREFETCH_VARIANTS` (each checked against the table
-    variant's output bit for bit: the body is the same, only the schedule changes)."""
-    from nbxtensor.ops import registry
-    cases = []
-    shape = (4, 48) if smoke else (32768, 8192)
-    for op, domain, binary in PREFETCH_CASES:
-        specs = [H.InputSpec(shape, "bfloat16", domain, seed=9)] + (
-            [H.InputSpec(shape, "bfloat16", domain, seed=10)] if binary else [])
-        rec, f = registry.get(op), getattr(nbx, op, None) or getattr(nbx.nn.functional, op)
-        cases.append(Case(f"{op} bf16", "pointwise", op, specs, lambda t, f=f: f(*t),
-                          lambda hs, rec=rec: rec.oracle(*[np.asarray(h, np.float64) for h in hs]),
-                          "bfloat16", variants=PREFETCH_VARIANTS, geomean=False))
-    return cases
-
-
 def build_cases(nbx, smoke: bool, group: str = "activations") -> list[Case]:
     """The cases of ``group``: ``activations`` (the earlier sweep, below), ``issue4`` (:func:`build_issue4_cases`),
     ``alt`` (:func:`build_alt_cases`), ``math16`` (:func:`build_math16_cases`) or ``all``."""
@@ -313,8 +282,6 @@ def build_cases(nbx, smoke: bool, group: str = "activations") -> list[Case]:
         return build_issue4_cases(nbx, smoke)
     if group == "alt":
         return build_alt_cases(nbx, smoke)
-    if group == "prefetch":
-        return build_prefetch_cases(nbx, smoke)
     if group == "all":
         return build_issue4_cases(nbx, smoke) + build_alt_cases(nbx, smoke) + build_cases(nbx, smoke, "activations")
     return _activation_cases(nbx, smoke)

@@ -273,25 +273,6 @@ def _param(P, Q, CT: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @jit
-def _next_tile(t, step, ntiles, N, S1, S2, S3, S4, RANK: tl.constexpr, BLOCK: tl.constexpr, I64: tl.constexpr):
-    """Indices, mask and coordinates of tile ``t + step`` of a persistent loop; a tile past the last one is all
-    masked (its int32 indices may wrap: the tile-count test masks them, so nothing is loaded or stored)."""
-    n = t + step
-    idx = _index(n, BLOCK, I64)
-    mask = (idx < N) & (n < ntiles)
-    c0, c1, c2, c3, c4 = _coords(idx, S1, S2, S3, S4, RANK)
-    return idx, mask, c0, c1, c2, c3, c4
-
-
-@jit
-def _use(x, CT: tl.constexpr, RAW: tl.constexpr, HW: tl.constexpr):
-    """A prefetched operand (loaded raw) converted to the compute dtype where :func:`_load` would have."""
-    if not RAW:
-        x = _cvt(x, CT, HW)
-    return x
-
-
-@jit
 def _store(ptr, r, idx, mask, c0, c1, c2, c3, c4, t0, t1, t2, t3, t4, MODE: tl.constexpr, RANK: tl.constexpr,
            HW: tl.constexpr, EVICT: tl.constexpr):
     v = _cvt(r, ptr.dtype.element_ty, HW)
@@ -321,21 +302,8 @@ def _pw1(OUT, X0, F0: tl.float64, I0: tl.int64, P0: tl.float64, P1: tl.float64, 
          Q0: tl.int64, Q1: tl.int64, Q2: tl.int64, N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3, a4,
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
          RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr,
-         HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr, PREFETCH: tl.constexpr):
-    if PERSIST and PREFETCH:  # as below, with tile t + grid's loads issued before tile t is computed
-        nprog = tl.num_programs(0)
-        ntiles = tl.cdiv(N, BLOCK)
-        idx, mask, c0, c1, c2, c3, c4 = _next_tile(tl.program_id(0), 0, ntiles, N, S1, S2, S3, S4, RANK, BLOCK, I64)
-        x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, 1, BLOCK, HW, EVICT)
-        for t in tl.range(tl.program_id(0), ntiles, nprog, num_stages=1):
-            jdx, nmask, e0, e1, e2, e3, e4 = _next_tile(t, nprog, ntiles, N, S1, S2, S3, S4, RANK, BLOCK, I64)
-            y0 = _load(X0, jdx, nmask, e0, e1, e2, e3, e4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, 1, BLOCK, HW,
-                       EVICT)
-            r = BODY(_use(x0, CT, RAW & 1, HW), _param(P0, Q0, CT, BLOCK), _param(P1, Q1, CT, BLOCK),
-                     _param(P2, Q2, CT, BLOCK))
-            _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK, HW, EVICT)
-            x0, idx, mask, c0, c1, c2, c3, c4 = y0, jdx, nmask, e0, e1, e2, e3, e4
-    elif PERSIST:  # a grid of programs_per_sm x SMs programs, each looping over tiles pid, pid + grid, ...
+         HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr):
+    if PERSIST:  # a grid of programs_per_sm x SMs programs, each looping over tiles pid, pid + grid, ...
         for t in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
             _tile1(t, OUT, X0, F0, I0, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3,
                    a4, BODY, CT, RANK, OM, M0, RAW, I64, BLOCK, HW, EVICT)
@@ -364,24 +332,8 @@ def _pw2(OUT, X0, X1, F0: tl.float64, I0: tl.int64, F1: tl.float64, I1: tl.int64
          o0, o1, o2, o3, o4, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4,
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
          M1: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr,
-         HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr, PREFETCH: tl.constexpr):
-    if PERSIST and PREFETCH:  # _pw1's prefetching loop with two operands
-        nprog = tl.num_programs(0)
-        ntiles = tl.cdiv(N, BLOCK)
-        idx, mask, c0, c1, c2, c3, c4 = _next_tile(tl.program_id(0), 0, ntiles, N, S1, S2, S3, S4, RANK, BLOCK, I64)
-        x0 = _load(X0, idx, mask, c0, c1, c2, c3, c4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, 1, BLOCK, HW, EVICT)
-        x1 = _load(X1, idx, mask, c0, c1, c2, c3, c4, b0, b1, b2, b3, b4, F1, I1, M1, RANK, CT, 1, BLOCK, HW, EVICT)
-        for t in tl.range(tl.program_id(0), ntiles, nprog, num_stages=1):
-            jdx, nmask, e0, e1, e2, e3, e4 = _next_tile(t, nprog, ntiles, N, S1, S2, S3, S4, RANK, BLOCK, I64)
-            y0 = _load(X0, jdx, nmask, e0, e1, e2, e3, e4, a0, a1, a2, a3, a4, F0, I0, M0, RANK, CT, 1, BLOCK, HW,
-                       EVICT)
-            y1 = _load(X1, jdx, nmask, e0, e1, e2, e3, e4, b0, b1, b2, b3, b4, F1, I1, M1, RANK, CT, 1, BLOCK, HW,
-                       EVICT)
-            r = BODY(_use(x0, CT, RAW & 1, HW), _use(x1, CT, RAW & 2, HW), _param(P0, Q0, CT, BLOCK),
-                     _param(P1, Q1, CT, BLOCK), _param(P2, Q2, CT, BLOCK))
-            _store(OUT, r, idx, mask, c0, c1, c2, c3, c4, o0, o1, o2, o3, o4, OM, RANK, HW, EVICT)
-            x0, x1, idx, mask, c0, c1, c2, c3, c4 = y0, y1, jdx, nmask, e0, e1, e2, e3, e4
-    elif PERSIST:
+         HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr):
+    if PERSIST:
         for t in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
             _tile2(t, OUT, X0, X1, F0, I0, F1, I1, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4,
                    a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, BODY, CT, RANK, OM, M0, M1, RAW, I64, BLOCK, HW, EVICT)
@@ -412,8 +364,7 @@ def _pw3(OUT, X0, X1, X2, F0: tl.float64, I0: tl.int64, F1: tl.float64, I1: tl.i
          N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, d0, d1, d2, d3, d4,
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
          M1: tl.constexpr, M2: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr,
-         HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr, PREFETCH: tl.constexpr):
-    # (PREFETCH: unary and binary kernels only; the ternary ops run at 92 % of the H200's bandwidth without it)
+         HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr):
     if PERSIST:
         for t in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
             _tile3(t, OUT, X0, X1, X2, F0, I0, F1, I1, F2, I2, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2,
@@ -459,10 +410,9 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
     (default on for compiled kernels: the GPU's conversion instructions where they are exact, see
     :func:`_cvt`), ``EVICT`` (0 none; 1 ``evict_first`` on the contiguous loads; 2 also streaming ``.cs``
     stores), ``FAST`` and ``programs_per_sm`` (0: one program per tile; k: a persistent grid of k programs per
-    SM looping over the tiles, where that is fewer programs than tiles), ``PREFETCH`` (default 0; with a
-    persistent grid, unary and binary kernels load tile ``t + grid`` before computing tile ``t``, so a warp keeps
-    its next loads in flight while its arithmetic runs: the compute-heavy 16-bit ops were short of bytes in
-    flight, not of issue slots).
+    SM looping over the tiles, where that is fewer programs than tiles). (Tried and removed in session 6: a
+    ``PREFETCH`` key loading tile t + grid before computing tile t; on the H200 the ops below 85 % moved by -2 to
+    +2 %: they are short of issue slots, not of loads in flight.)
 
     Everything but the operands' addresses and scalar values is a function of the layouts, dtypes and config
     state, so it is planned once per key (:func:`_plan_key`) and a repeated call only assembles its arguments.
@@ -538,11 +488,10 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
     tiles = (numel + block - 1) // block
     pps = int(cfg.pop("programs_per_sm", 0) or 0)
     persist = 0 < pps and pps * _sm_count(out.device) < tiles
-    prefetch = bool(cfg.pop("PREFETCH", 0)) and persist and n < 3
     grid = (pps * _sm_count(out.device) if persist else tiles,)
     tail = Tail((numel, *sizes[1:], *padded[0], *strd),
                 dict(BODY=body, CT=ct, RANK=rank if strided else 0, OM=om, **{f"M{k}": m for k, m in enumerate(modes)},
-                     RAW=raw, I64=i64, BLOCK=block, HW=hw, EVICT=evict, PERSIST=persist, PREFETCH=prefetch, **cfg, **ieee_options()))
+                     RAW=raw, I64=i64, BLOCK=block, HW=hw, EVICT=evict, PERSIST=persist, **cfg, **ieee_options()))
     if len(_PLANS) >= _MAX_PLANS:
         _PLANS.clear()
     _PLANS[key] = (kernel, grid, tail, is_float, {} if all(x.__class__ is Tensor for x in inputs) else None)
