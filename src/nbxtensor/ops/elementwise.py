@@ -1172,42 +1172,199 @@ def _pow_b(x, y, p0, p1, p2):
 
 @jit
 def _pow_a(x, y, p0, p1, p2):
-    # ALT_POW (16-bit results; float32 compute): 2**(y log2|x|) with log2 from the exponent and the atanh series,
-    # instead of libdevice's powf (double-float log and exp, 124 SASS instructions per element on sm_90 with both
-    # branches). log2|x| = k + log2(m), m in [sqrt(1/2), sqrt(2)) (subnormals scaled by 2**23 first), log2(m) =
-    # (2 / ln 2) atanh(s) = s Q(s**2), s = f / (2 + f), f = m - 1 (exact), s = f * rcp.approx(2 + f) (1 ulp + a
-    # rounding); Q is the series through s**8 (|s| <= 0.1716: truncation below 2.1e-9 relative). The logarithm's
-    # relative error is below 2**-21.5, so 2**t, t = y log2|x|, is off by ln 2 |t| 2**-21.5 (+ ex2.approx's
-    # 2**-22): 2**-17.5 for |t| <= 8 and 2**-14 at the float32 range's end (|t| = 133), under the 2**-9 / 2**-12 of
-    # a bfloat16 / float16 half-ulp (the tolerance table allows 1.6e-2 / 1e-3). ex2.approx.f32 without flush-to-zero
-    # keeps subnormal results. Special values as C99 pow (PyTorch's): y == 0 or x == 1 -> 1 (NaN operands too),
-    # x == -1 and y == +-inf -> 1, a negative finite x to a finite non-integer y -> NaN, an odd integer y keeps x's sign
-    # (x = -0 and -inf included), 0 and inf through log2 = -inf / +inf (0**-y = inf, inf**-y = 0, ...), NaN
-    # otherwise propagated.
+    # ALT_POW (16-bit results; float32 compute): 2**t, t = y log2|x|, evaluated as (2**(t/2))**2, instead of
+    # libdevice's powf (double-float log and exp, 124 SASS instructions per element on sm_90 with both branches).
+    # Half the logarithm: h = log2|x| / 2 = k/2 + atanh(s) / ln 2, |x| = 2**k m, m in [sqrt(1/2), sqrt(2)) from the
+    # exponent bits (subnormals scaled by 2**23 first, the 23 taken off k in the integer domain), s = (m - 1) /
+    # (m + 1) = (m - 1) rcp.approx(m + 1) (m - 1 exact; 1 ulp + a rounding), |s| <= 0.1716, atanh(s) / (s ln 2) a
+    # degree-3 fit in s**2 (2**-26.2 relative). h's relative error is below 2**-22 (the rcp and the roundings), so
+    # t = 2 y h is off by |t| 2**-22: ln 2 |t| 2**-22 relative in the result, 2**-15.4 at the end of bfloat16's range
+    # (|t| = 133) and 2**-18 for |t| <= 16 (every finite non-zero float16 result), under the 2**-9 / 2**-12 of a
+    # bfloat16 / float16 half-ulp (the tolerance table allows 1.6e-2 / 1e-3). 2**(t/2) is one ex2.approx.ftz
+    # (2**-22 relative): t/2 >= -126 unless 2**t < 2**-252, which is 0 either way; its square (one rounding,
+    # no flush) is 2**t, subnormal results included. (Session 6; the body before, log2 through the series to s**8 and
+    # a non-flushing ex2: 60.25 SASS instructions per element, pow bf16 53.6 %, pow(x, 2.5) 42.7 % of 4.8 TB/s.)
+    # Special values as C99 pow (PyTorch's): y == 0 or x == 1 -> 1 (NaN operands too), x == -1 and y == +-inf -> 1,
+    # a negative finite x to a finite non-integer y -> NaN, an odd integer y keeps x's sign (x = -0 and -inf
+    # included), 0 and inf through h = -inf / +inf (0**-y = inf, inf**-y = 0, ...), NaN otherwise propagated.
     a = tl.abs(x)
     sub = a < 1.1754943508222875e-38
     a2 = tl.where(sub, a * 8388608.0, a)
-    ib = a2.to(tl.int32, bitcast=True)
-    k = (ib - 0x3F3504F3) >> 23              # 0x3F3504F3: sqrt(1/2)
-    f = (ib - (k << 23)).to(tl.float32, bitcast=True) - 1.0
-    d = f + 2.0
-    s = f * _rcp_f(d)
+    ib = a2.to(tl.int32, bitcast=True) - tl.where(sub, 0x0B800000, 0)    # 23 << 23: the scaling undone in k
+    k = (ib - 0x3F3504F3) >> 23                                           # 0x3F3504F3: sqrt(1/2)
+    m = (ib - (k << 23)).to(tl.float32, bitcast=True)
+    s = (m - 1.0) * _rcp_f(m + 1.0)
     z = s * s
-    q = z * 0.32059889797532520 + 0.41219858311113240    # (2 / ln 2) / 9, / 7
-    q = q * z + 0.57707801635558536                       # / 5
-    q = q * z + 0.96179669392597560                       # / 3
-    q = q * z + 2.8853900817779268                        # 2 / ln 2
-    lg = (k.to(tl.float32) - tl.where(sub, 23.0, 0.0)) + s * q
-    lg = tl.where(a2 < float("inf"), lg, a2)              # +inf, NaN
-    lg = tl.where(a2 == 0, float("-inf"), lg)
-    res = tl.exp2(y * lg)
-    h = 0.5 * y
-    dh = h - tl.floor(h)                                  # 0: even, 0.5: odd, else no integer (NaN: +-inf, NaN)
-    nonint = (dh != 0.0) & (dh != 0.5) & (dh == dh)
-    res = tl.where((x < 0) & (a < float("inf")) & nonint, float("nan"), res)
-    res = tl.where(dh == 0.5, libdevice.copysign(res, x), res)
-    one = (y == 0) | (x == 1) | ((x == -1) & (tl.abs(y) == float("inf")))
-    return tl.where(one, 1.0, res)
+    q = z * 0.21586792171001434 + 0.2883571982383728
+    q = q * z + 0.4808994233608246
+    q = q * z + 1.4426950216293335                                        # 1 / ln 2
+    h = k.to(tl.float32) * 0.5 + s * q
+    h = tl.where(a2 < float("inf"), h, a2)                                # +inf, NaN
+    h = tl.where(a2 == 0, float("-inf"), h)
+    # y == 0 or |x| == 1 (h == 0 exactly, and only there): t = 0, 2**0 = 1 (0 * inf, 0 * NaN are not NaN here);
+    # x == -1 keeps the sign and NaN rules below: -1 for odd y, NaN for non-integer y and for y = NaN
+    e = _ex2_f(tl.where((y == 0) | (h == 0), 0.0, y * h))
+    res = e * e
+    hy = 0.5 * y
+    odd = tl.abs(hy - libdevice.rint(hy)) == 0.5                          # (NaN for y = +-inf: even)
+    nonint = libdevice.rint(y) != y                                       # NaN y too (NaN either way)
+    res = tl.where((x < 0) & (h < float("inf")) & nonint, float("nan"), res)    # h < inf: x > -inf
+    return tl.where(odd, libdevice.copysign(res, x), res)
+
+
+@jit
+def _rcp_k(d, FTZ: tl.constexpr):
+    # 1 / d for _pow_k: rcp.approx.f32 (1 ulp), .ftz where a subnormal operand or result cannot matter (the caller
+    # says why; the interpreter flushes as the GPU would); rcp(+-0) = +-inf, rcp(+-inf) = +-0
+    if _HW_CVT:
+        if FTZ:
+            r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [d], dtype=tl.float32,
+                                          is_pure=True, pack=1)
+        else:
+            r = tl.inline_asm_elementwise("rcp.approx.f32 $0, $1;", "=r,r", [d], dtype=tl.float32,
+                                          is_pure=True, pack=1)
+    else:
+        if FTZ:
+            d = tl.where(tl.abs(d) < 1.1754943508222875e-38, d * 0.0, d)
+        r = 1.0 / d
+        if FTZ:
+            r = tl.where(tl.abs(r) < 1.1754943508222875e-38, r * 0.0, r)
+    return r
+
+
+@jit
+def _sqrt_k(d, FTZ: tl.constexpr):
+    # sqrt(d) for _pow_k: sqrt.approx.f32 (about 1 ulp), .ftz (one MUFU.SQRT, no rescaling) where a subnormal
+    # operand cannot matter; sqrt(-0) = -0, sqrt(+inf) = +inf, negative -> NaN
+    if _HW_CVT:
+        if FTZ:
+            r = tl.inline_asm_elementwise("sqrt.approx.ftz.f32 $0, $1;", "=r,r", [d], dtype=tl.float32,
+                                          is_pure=True, pack=1)
+        else:
+            r = tl.sqrt(d)
+    else:
+        if FTZ:
+            d = tl.where(tl.abs(d) < 1.1754943508222875e-38, d * 0.0, d)
+        r = tl.sqrt(d)
+    return r
+
+
+@jit
+def _pow_k(x, N: tl.constexpr, HALF: tl.constexpr, NEG: tl.constexpr):
+    # ALT_POW with a scalar exponent y = +-(N + HALF / 2), N <= 3, and a tensor base (16-bit results; float32
+    # compute): x**y = b**N sqrt(c)**HALF, c = x (x + 0 for a half-integer y: -0 -> +0), 1 / c for y < 0, b = c
+    # (|c| for a half-integer y): at most four float32 roundings and rcp.approx / sqrt.approx (1 ulp each), 2**-20
+    # relative, against the general body's log2 and exp2 (43.6 SASS instructions per element for pow(bf16, 2.5) on
+    # sm_90; this: 10). Flush-to-zero (one MUFU instruction, no rescaling) where |y| > 1: a subnormal 1 / x
+    # (|x| > 2**126) or a subnormal x under sqrt gives a result below 2**-189, zero either way, and 1 / x of a
+    # subnormal x overflows either way; |y| <= 1 keeps subnormals (x**-1, x**+-0.5).
+    # C99's special values (PyTorch's for these exponents but 0.5 and -0.5, whose ATen kernels are sqrt and rsqrt:
+    # pow(-0, 0.5) = -0 and pow(-inf, 0.5) = NaN there; +0 and +inf here, as the default body and the oracle):
+    # integer y keeps x's sign through the products (1 / -0 = -inf), half-integer y on a negative x is NaN
+    # through sqrt(c), -inf to a half-integer power +inf (y > 0) or +0 (y < 0) by a select; NaN propagates.
+    FTZ: tl.constexpr = N + HALF > 1
+    if HALF:
+        c = x + 0.0
+    else:
+        c = x
+    if NEG:
+        c = _rcp_k(c, FTZ)
+    if HALF:
+        b = tl.abs(c)
+    else:
+        b = c
+    if N > 0:
+        r = b
+        for _ in tl.static_range(N - 1):
+            r = r * b
+        if HALF:
+            r = r * _sqrt_k(c, FTZ)
+    else:
+        r = _sqrt_k(c, FTZ)
+    if HALF:
+        r = tl.where(x == float("-inf"), 0.0 if NEG else float("inf"), r)
+    return r
+
+
+@jit
+def _pow_p05(x, y, p0, p1, p2):
+    return _pow_k(x, 0, 1, 0)
+
+
+@jit
+def _pow_p1(x, y, p0, p1, p2):
+    return _pow_k(x, 1, 0, 0)
+
+
+@jit
+def _pow_p15(x, y, p0, p1, p2):
+    return _pow_k(x, 1, 1, 0)
+
+
+@jit
+def _pow_p2(x, y, p0, p1, p2):
+    return _pow_k(x, 2, 0, 0)
+
+
+@jit
+def _pow_p25(x, y, p0, p1, p2):
+    return _pow_k(x, 2, 1, 0)
+
+
+@jit
+def _pow_p3(x, y, p0, p1, p2):
+    return _pow_k(x, 3, 0, 0)
+
+
+@jit
+def _pow_m05(x, y, p0, p1, p2):
+    return _pow_k(x, 0, 1, 1)
+
+
+@jit
+def _pow_m1(x, y, p0, p1, p2):
+    return _pow_k(x, 1, 0, 1)
+
+
+@jit
+def _pow_m15(x, y, p0, p1, p2):
+    return _pow_k(x, 1, 1, 1)
+
+
+@jit
+def _pow_m2(x, y, p0, p1, p2):
+    return _pow_k(x, 2, 0, 1)
+
+
+@jit
+def _pow_m25(x, y, p0, p1, p2):
+    return _pow_k(x, 2, 1, 1)
+
+
+@jit
+def _pow_m3(x, y, p0, p1, p2):
+    return _pow_k(x, 3, 0, 1)
+
+
+_POW_ALT = Alt("ALT_POW", _pow_a, narrow=True)
+# ALT_POW's bodies for a Python-scalar exponent y (a tensor base), by 2 y
+_POW_K_ALTS = {k: Alt("ALT_POW", b, narrow=True) for k, b in (
+    (1, _pow_p05), (2, _pow_p1), (3, _pow_p15), (4, _pow_p2), (5, _pow_p25), (6, _pow_p3),
+    (-1, _pow_m05), (-2, _pow_m1), (-3, _pow_m15), (-4, _pow_m2), (-5, _pow_m25), (-6, _pow_m3))}
+
+
+def _pow_triton(out, inputs, prom, prm):
+    # pointwise.make's implementation, with the ALT_POW body picked by the exponent: a scalar (the dispatcher
+    # hands it over as a NumPy scalar of the compute dtype) in +-{0.5, 1, ..., 3} with a tensor base takes its
+    # _pow_k body, anything else _pow_a
+    alt, e = _POW_ALT, inputs[1]
+    if inputs[0].__class__ is Tensor and isinstance(e, (float, int, np.floating, np.integer)) and \
+            not isinstance(e, bool):
+        alt = _POW_K_ALTS.get(2.0 * float(e), _POW_ALT)
+    launch_pointwise(_pow_b, out, inputs, prom.compute, (), alt=alt)
+
+
+_pow_triton.body, _pow_triton.fast, _pow_triton.alt = _pow_b, None, _POW_ALT
 
 
 def _np_pow(x, y):
@@ -1258,7 +1415,7 @@ def _pow_prepare(a, prom):
 
 
 declare("pow", "pow(Tensor|Scalar input, Tensor|Scalar exponent, *, Tensor? out=None)", family=_FAM, body=_pow_b,
-        alt=Alt("ALT_POW", _pow_a, narrow=True),
+        alt=_POW_ALT, triton=_pow_triton,
         cpu=_np_pow, oracle=_or_pow, promotion="default", dtypes=NUM | {T.bool_}, domain="pow", prepare=_pow_prepare,
         flops=8, refused=frozenset({T.bool_}),   # bool ** bool tensors: PyTorch's NotImplementedError (error data)
         inplace=True, dunders={"__pow__": "fwd", "__rpow__": "rev", "__ipow__": "inplace"},
@@ -1594,6 +1751,18 @@ def _isclose_b(x, y, rtol, atol, equal_nan):
 
 
 @jit
+def _isclose_nonan_b(x, y, rtol, atol, equal_nan):
+    # _isclose_b for equal_nan=False (the host picks it): no NaN-pair test (3 of the 27 sm_90 SASS instructions per
+    # element of the bf16 kernel)
+    DT: tl.constexpr = x.dtype
+    xf = H.convert(x, rtol.dtype)
+    yf = H.convert(y, rtol.dtype)
+    err = tl.abs(_rnd(xf - yf, DT))
+    allowed = _rnd(atol + tl.abs(_rnd(rtol * yf, DT)), DT)
+    return (xf == yf) | ((err <= allowed) & (err < float("inf")))
+
+
+@jit
 def _isclose_exact_b(x, y, rtol, atol, equal_nan):
     # rtol == atol == 0: ATen returns the equality test (plus NaN == NaN under equal_nan) without error terms
     xf = H.convert(x, rtol.dtype)
@@ -1659,7 +1828,8 @@ def _isclose_compute(prom):
 
 def _isclose_triton(out, inputs, prom, prm):
     ct = _isclose_compute(prom)
-    body = _isclose_exact_b if prm["rtol"] == 0 and prm["atol"] == 0 else _isclose_b
+    body = _isclose_exact_b if prm["rtol"] == 0 and prm["atol"] == 0 else \
+        _isclose_b if prm["equal_nan"] else _isclose_nonan_b
     launch_pointwise(body, out, inputs, ct, [prm["rtol"], prm["atol"], prm["equal_nan"]], raw=3)
 
 
