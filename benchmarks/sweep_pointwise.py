@@ -154,9 +154,11 @@ ALT_CASES = [  # (case name, op, key, dtype, input domain, second operand: None,
 # 22.6 / 22.1 (their ``fast`` bodies) -> 21.4 / 16.4 / 17.6 / 17.1; H200 (session 5), key off / on: gelu 76.1 /
 # 84.0 %, elu 85.2 / 89.8 %, celu 82.9 / 89.2 %, selu 83.9 / 89.4 %. sin, cos, tan by a Cody-Waite reduction with a
 # block-uniform libdevice branch were slower (off / on: 74.3 / 69.3, 70.3 / 70.0, 80.4 / 66.6 %) and were dropped.
-# These four run variants FAST_MATH16=0 and =1; the others =1 against the table's.
-MATH16_EXPLICIT = ("gelu", "elu", "celu", "selu")
+# atan, asin, acos (ops/fast_trig16.py, level 1): 23.6 (atan's ``fast`` body) / 23.3 / 23.1 (libdevice) -> 16.6 /
+# 16.9 / 19.8. These seven run variants FAST_MATH16=0 and =1; the others =1 against the table's.
+MATH16_EXPLICIT = ("gelu", "elu", "celu", "selu", "atan", "asin", "acos")
 MATH16_CASES = [  # (op, input domain, binary)
+    ("atan", "normal", False), ("asin", "unit", False), ("acos", "unit", False),
     ("gelu", "normal", False), ("elu", "normal", False), ("celu", "normal", False), ("selu", "normal", False),
     ("erfc", "normal", False), ("atanh", "unit", False), ("acosh", "ge1", False), ("expm1", "small", False),
     ("log2", "positive", False), ("erf", "normal", False), ("log", "positive", False), ("log10", "positive", False),
