@@ -44,7 +44,8 @@ SM instead); reductions' ``UNROLL`` (1, 2, 4: tiles loaded per loop iteration be
 loads where the shape allows) and ``INTERLEAVE`` (a split's super-tiles dealt round-robin, a grid-stride loop);
 ``maxnreg`` a register cap; ``WORDS`` all/any of 1-byte elements read as int32 words of 4 (contiguous
 reduced axis); ``VAR_SHIFT`` variances keep shifted sums per lane instead of Welford's step (ops/reduction.py,
-``_fold``); ``LSE_EX2`` logsumexp folds each element through one ``ex2.approx.ftz`` (``lse_step_ex2``, its error
+``_fold``); ``ARG_FAST`` arg-extrema's cheaper fold predicate and two one-value lane trees (same bits);
+``COUNT32`` count_nonzero counts in int32 (and ``WORDS`` counts float16/bfloat16 two per int32 word); ``LSE_EX2`` logsumexp folds each element through one ``ex2.approx.ftz`` (``lse_step_ex2``, its error
 bound in the docstring; the check against the table's output is by the dtype's tolerance). The reduce rules'
 launch key also has the fact ``state`` (values per lane: 1 sum and
 extrema, 2 arg-extrema/logsumexp/aminmax/nanmean, 3 var), so a rule with ``"max_state": 1`` can give the light
@@ -88,6 +89,10 @@ VARIANTS = {
         {"LOOP_STAGES": 3},
     ],
     "reduce_cols": [  # table: BLOCK_R 16, BLOCK_I 256, 8 warps, LOOP_STAGES 3, split to 1024 programs (>= 1024 rows)
+        # sm_90 (sum / amax dim 0, bf16 32768x8192): stage 1 52 / 58 registers at 8 warps -> 4 blocks (32 warps) per
+        # SM, 1024 programs = 1.9 waves of 528; 4.7 / 4.6 loop instructions per element (not issue-bound). Fuller SMs:
+        {"num_warps": 4, "BLOCK_R": 8, "target_per_sm": 8, "min_chunk": 256},   # 4-warp blocks, 1056 programs
+        {"maxnreg": 40},                                                       # 6 blocks of 8 warps per SM
         {"LOOP_STAGES": 0, "BLOCK_R": 8, "UNROLL": 4, "EVEN": True},
         # 2 KiB of each row per program (the table reads 512 B segments), 8 rows x 16 B in flight per thread
         {"LOOP_STAGES": 0, "BLOCK_R": 2, "BLOCK_I": 2048, "UNROLL": 4, "EVEN": True},
@@ -99,6 +104,26 @@ VARIANTS = {
          "target_per_sm": 16, "min_chunk": 256},
         {"BLOCK_R": 32, "BLOCK_I": 256, "num_warps": 8},
         {"target_programs": 4096, "min_chunk": 256},
+    ],
+    # max/min(dim=-1), argmax along dim -1 (table: the max_state 2 entry, BLOCK_M 1, BLOCK_R 512, 2 warps, EVEN,
+    # UNROLL 4; sm_90: 6.34 loop instructions per element, 491 in the kernel, 40 registers). ARG_FAST: one unordered
+    # compare and a NaN test per element and two one-value lane trees instead of the (value, index) tree: 5.38 per
+    # element, 418 in the kernel, the same bits (ops/reduction.py _fold, _arg_lanes_fast).
+    "reduce_rows (arg)": [
+        {"ARG_FAST": True},
+        {"ARG_FAST": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2, "LOOP_STAGES": 3, "EVEN": False},
+        {"ARG_FAST": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4},
+        {"ARG_FAST": True, "BLOCK_R": 256, "num_warps": 1},
+    ],
+    # count_nonzero of bf16 along dim -1 (table: the max_state 1 entry, BLOCK_R 1024, 4 warps, LOOP_STAGES 3, UNROLL 2,
+    # masked; int64 lane counts: 8.06 loop instructions per element, 39 registers). WORDS counts two elements per int32
+    # word (P_NZ_PAIRS): 2.5 per element with plain loads, EVEN, UNROLL 4; COUNT32 int32 lanes: 3.3 with EVEN, UNROLL 4.
+    "reduce_rows (count_nonzero)": [
+        {"WORDS": True, "LOOP_STAGES": 0, "BLOCK_R": 512, "UNROLL": 4, "EVEN": True},
+        {"COUNT32": True, "LOOP_STAGES": 0, "UNROLL": 4, "EVEN": True},
+        {"WORDS": True, "LOOP_STAGES": 0, "BLOCK_R": 256, "num_warps": 2, "UNROLL": 4, "EVEN": True},
+        {"COUNT32": True, "EVEN": True},
+        {"WORDS": True},
     ],
     # all/any of bool along dim -1 (table: the max_state 1 entry, BLOCK_R 1024, 4 warps, LOOP_STAGES 3, UNROLL 2; sm_90
     # SASS: 8-byte cp.async per tile, one byte widened to int64 each: 119 loop instructions per 16 bytes, 7.4 per byte,
@@ -202,8 +227,14 @@ def build_cases(nbx, smoke: bool) -> list[Case]:
         for dim, rule in ((-1, "reduce_rows"), (0, "reduce_cols")):
             facts = dict(rows=rows, cols=cols, state=nstate)
             label = f"{fname}(dim={dim})" if fname in ("max", "min") else f"{fname} dim{dim}"
+            group = "reduce_rows (arg)" if nstate == 2 and rule == "reduce_rows" else None
             out.append(Case(label, rule, fname, [x], lambda t, fn=fn, dim=dim: fn(t[0], dim),
-                            lambda t, dim=dim: ((t[0], dim), {}), facts, sum_like))
+                            lambda t, dim=dim: ((t[0], dim), {}), facts, sum_like, group))
+    out.append(Case("argmax dim-1", "reduce_rows", "argmax", [x], lambda t: nbx.argmax(t[0], -1),
+                    lambda t: ((t[0], -1), {}), dict(rows=rows, cols=cols, state=2), False, "reduce_rows (arg)"))
+    out.append(Case("count_nonzero dim-1", "reduce_rows", "count_nonzero", [x], lambda t: nbx.count_nonzero(t[0], -1),
+                    lambda t: ((t[0], -1), {}), dict(rows=rows, cols=cols, state=1), False,
+                    "reduce_rows (count_nonzero)"))
     for fname, fn, nstate in (("var", nbx.var, 3), ("logsumexp", nbx.logsumexp, 2)):  # the heavier lane states
         out.append(Case(f"{fname} dim-1", "reduce_rows", fname, [x], lambda t, fn=fn: fn(t[0], -1),
                         lambda t: ((t[0], -1), {}), dict(rows=rows, cols=cols, state=nstate), True,

@@ -218,7 +218,7 @@ def _keep_view(o: Tensor, dims, keepdim: bool, ndim: int) -> Tensor:
 # Kinds of state (constexpr KIND).
 K_SUM, K_PROD, K_MAX, K_MIN, K_ARGMAX, K_ARGMIN, K_MINMAX, K_WELFORD, K_LSE, K_NANMEAN = range(10)
 # Per-element transforms before combining (constexpr PRE; raw inputs only, never partial states).
-P_NONE, P_ABS, P_SQUARE, P_POW, P_NONZERO, P_NAN_TO_ZERO, P_NOT_NAN, P_NO_ZERO_BYTE = range(8)
+P_NONE, P_ABS, P_SQUARE, P_POW, P_NONZERO, P_NAN_TO_ZERO, P_NOT_NAN, P_NO_ZERO_BYTE, P_NZ_PAIRS = range(9)
 # Finalisation of the combined state (constexpr FIN).
 F_NONE, F_DIV_N, F_SQRT, F_ROOT_P, F_VAR, F_STD, F_LSE, F_RATIO = range(8)
 _BIG_INDEX = 2 ** 62  # index of "no element yet": loses every tie against a real index
@@ -354,6 +354,9 @@ def _element_state(raw, idx, KIND: tl.constexpr, PRE: tl.constexpr, LOADT: tl.co
         x = x == x
     elif PRE == 7:  # an int32 word of 4 one-byte elements: 1 when none of its bytes is zero (exact bit test)
         x = ((x - 0x01010101) & ~x & -2139062144) == 0  # -2139062144: 0x80808080 as int32
+    elif PRE == 8:  # an int32 word of 2 float16/bfloat16 elements: 1 in each 16-bit half whose magnitude is nonzero
+        t = (x & 0x7FFF7FFF) + 0x7FFF7FFF  # bit 15 / 31 set iff the low / high magnitude is nonzero (no carry out
+        x = (t >> 15) & 0x00010001         # of a half: 0x7FFF + 0x7FFF < 2**16); wraps past 2**31 as int32
     v = x.to(ACC)
     if KIND == 4 or KIND == 5:
         b = idx
@@ -417,7 +420,7 @@ def _combine(a, b, c, va, vb, vc, m, KIND: tl.constexpr):
 
 @jit
 def _fold(a, b, c, va, vb, vc, m, step, KIND: tl.constexpr, STAGE: tl.constexpr, ACC: tl.constexpr,
-          SHIFT: tl.constexpr = False, EX2: tl.constexpr = False):
+          SHIFT: tl.constexpr = False, EX2: tl.constexpr = False, ARG_FAST: tl.constexpr = False):
     """Fold this iteration's values (one per lane) into the lane states.
 
     A variance's raw elements take Welford's one-element step (mean += d / n; M2 += d * (x - mean), so an inf
@@ -439,7 +442,13 @@ def _fold(a, b, c, va, vb, vc, m, step, KIND: tl.constexpr, STAGE: tl.constexpr,
     ``M2 = S2 - S1**2 / n`` loses at most about ``n`` ulp (n: the lane's element count).
 
     ``EX2`` (config key ``LSE_EX2``, logsumexp of raw float32-accumulated elements): :func:`lse_step_ex2` instead
-    of :func:`lse_combine` (its exponential is one ``ex2.approx``; error bound in its docstring)."""
+    of :func:`lse_combine` (its exponential is one ``ex2.approx``; error bound in its docstring).
+
+    ``ARG_FAST`` (config key, arg-extrema of raw elements): the same truth table written as
+    ``take = !(va <= a) & (a == a)`` (argmax; ``>=`` for argmin): ``!(va <= a)`` holds when ``va`` is larger or
+    either is NaN, ``a == a`` refuses a lane that already holds a NaN, so ties (also -0.0 against +0.0) keep the
+    first element and the first NaN wins; one unordered compare and one NaN test per element instead of three
+    compares."""
     if KIND == 8 and EX2 and STAGE != 2:
         na, nb = lse_step_ex2(a, b, va)
         a = tl.where(m, na, a)
@@ -448,6 +457,14 @@ def _fold(a, b, c, va, vb, vc, m, step, KIND: tl.constexpr, STAGE: tl.constexpr,
         d = va - c
         a = tl.where(m, a + d, a)
         b = tl.where(m, b + d * d, b)
+    elif (KIND == 4 or KIND == 5) and STAGE != 2 and ARG_FAST:
+        if KIND == 4:
+            worse = va <= a
+        else:
+            worse = va >= a
+        take = m & ~worse & (a == a)
+        a = tl.where(take, va, a)
+        b = tl.where(take, step, b)
     elif (KIND == 4 or KIND == 5) and STAGE != 2:
         if KIND == 4:
             better = va > a
@@ -505,6 +522,31 @@ def _lanes(a, b, c, AXIS: tl.constexpr, KIND: tl.constexpr):
         ra, rb = tl.reduce((a, b), AXIS, _sum_pair)
         rc = ra
     return ra, rb, rc
+
+
+@jit
+def _arg_lanes_fast(a, b, AXIS: tl.constexpr, KIND: tl.constexpr, ACC: tl.constexpr):
+    """``ARG_FAST``'s final tree of raw arg-extrema lanes (values ``a``, int64 positions ``b``, every lane's
+    position distinct): two one-value trees instead of a tree of (value, index) pairs with NaN and index tests.
+    The extreme ``e`` by the NaN-propagating max/min; the index is the smallest position among the lanes that hold
+    ``e`` (``a == e``, so -0.0 and +0.0 tie) or, when ``e`` is NaN, a NaN (``a != a`` implies ``e`` is NaN); the
+    value is that lane's own (its bits summed over the one lane at that position, so a -0.0 or a NaN's payload is
+    kept exactly as the pair tree keeps it). A lane that saw no element holds the identity at a position past
+    every real one, so it loses ties as before."""
+    if KIND == 4:
+        e = nan_max_fast(a, AXIS)
+    else:
+        e = nan_min_fast(a, AXIS)
+    hit = (a == tl.expand_dims(e, AXIS)) | (a != a)
+    best = tl.min(tl.where(hit, b, 4611686018427387904), AXIS)  # _BIG_INDEX
+    mine = b == tl.expand_dims(best, AXIS)
+    if ACC == tl.float32:
+        ra = tl.sum(tl.where(mine, a.to(tl.int32, bitcast=True), 0), AXIS).to(tl.float32, bitcast=True)
+    elif ACC == tl.float64:
+        ra = tl.sum(tl.where(mine, a.to(tl.int64, bitcast=True), 0), AXIS).to(tl.float64, bitcast=True)
+    else:
+        ra = tl.sum(tl.where(mine, a, 0), AXIS).to(ACC)
+    return ra, best
 
 
 @jit
@@ -609,7 +651,7 @@ def _load_raw(ptrs, m, EVEN: tl.constexpr, OTHER: tl.constexpr, EVICT: tl.conste
 @jit
 def _fold_raw(a, b, c, raw, r, m, step, AXIS: tl.constexpr, KIND: tl.constexpr, PRE: tl.constexpr,
               LOADT: tl.constexpr, ACC: tl.constexpr, p, EVEN: tl.constexpr, OTHER: tl.constexpr,
-              SHIFT: tl.constexpr = False, EX2: tl.constexpr = False):
+              SHIFT: tl.constexpr = False, EX2: tl.constexpr = False, ARG_FAST: tl.constexpr = False):
     """Fold a tile of raw elements (loaded by :func:`_load_raw`) taken at loop step ``step``; ``r`` holds the
     positions along the reduced ``AXIS`` of the tile."""
     if AXIS == 1:
@@ -619,7 +661,7 @@ def _fold_raw(a, b, c, raw, r, m, step, AXIS: tl.constexpr, KIND: tl.constexpr, 
     va, vb, vc = _element_state(raw, idx, KIND, PRE, LOADT, ACC, p)
     if EVEN or OTHER is not None:
         m = tl.full(raw.shape, 1, tl.int1)
-    return _fold(a, b, c, va, vb, vc, m, step, KIND, 0, ACC, SHIFT, EX2)
+    return _fold(a, b, c, va, vb, vc, m, step, KIND, 0, ACC, SHIFT, EX2, ARG_FAST)
 
 
 @jit
@@ -649,7 +691,8 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr,
                         LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr,
                         UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False,
-                        VAR_SHIFT: tl.constexpr = False, LSE_EX2: tl.constexpr = False):
+                        VAR_SHIFT: tl.constexpr = False, LSE_EX2: tl.constexpr = False,
+                        ARG_FAST: tl.constexpr = False):
     """Reduce ``x[o, r]`` (offset ``o * sxo + r * sxr``) over r for BLOCK_M rows o; program axis 1 picks the
     chunk of r (one chunk unless the reduction is split).
 
@@ -709,20 +752,26 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                 raw2 = _load_raw(x_ptr + row_off + r2[None, :] * sxr, m2, EVEN, OTHER, EVICT)
                 raw3 = _load_raw(x_ptr + row_off + r3[None, :] * sxr, m3, EVEN, OTHER, EVICT)
             a, b, c = _fold_raw(a, b, c, raw0, r0, m0, step, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER, VAR_SHIFT,
-                                LSE_EX2)
+                                LSE_EX2, ARG_FAST)
             if UNROLL >= 2:
                 a, b, c = _fold_raw(a, b, c, raw1, r1, m1, step + 1, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
-                                    VAR_SHIFT, LSE_EX2)
+                                    VAR_SHIFT, LSE_EX2, ARG_FAST)
             if UNROLL >= 4:
                 a, b, c = _fold_raw(a, b, c, raw2, r2, m2, step + 2, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
-                                    VAR_SHIFT, LSE_EX2)
+                                    VAR_SHIFT, LSE_EX2, ARG_FAST)
                 a, b, c = _fold_raw(a, b, c, raw3, r3, m3, step + 3, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
-                                    VAR_SHIFT, LSE_EX2)
+                                    VAR_SHIFT, LSE_EX2, ARG_FAST)
     if (KIND == 4 or KIND == 5) and STAGE != 2:
         b = _lane_index(b, (r_lo + lanes)[None, :], stride, BLOCK_R, UNROLL, INTERLEAVE)
     if VAR_SHIFT:
         a, b, c = _shifted_to_welford(a, b, c, (r_lo + lanes)[None, :], tl.minimum(R, r_lo + chunk), BLOCK_R, ACC)
-    ra, rb, rc = _lanes(a, b, c, 1, KIND)
+    if PRE == 8 and STAGE != 2:  # the two 16-bit half counts of each lane (P_NZ_PAIRS)
+        a = (a & 0xFFFF) + ((a >> 16) & 0xFFFF)
+    if (KIND == 4 or KIND == 5) and STAGE != 2 and ARG_FAST:
+        ra, rb = _arg_lanes_fast(a, b, 1, KIND, ACC)
+        rc = ra
+    else:
+        ra, rb, rc = _lanes(a, b, c, 1, KIND)
     if STAGE == 1:
         _store_states(w0_ptr, w1_ptr, w2_ptr, rows * tl.num_programs(1) + sid, row_ok, ra, rb, rc, KIND)
     else:
@@ -741,7 +790,8 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         IDENT: tl.constexpr, IDENT2: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
                         LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr,
                         UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False,
-                        VAR_SHIFT: tl.constexpr = False, LSE_EX2: tl.constexpr = False):
+                        VAR_SHIFT: tl.constexpr = False, LSE_EX2: tl.constexpr = False,
+                        ARG_FAST: tl.constexpr = False):
     """Reduce ``x[o, r, i]`` over r for one o and BLOCK_I consecutive i (lanes along i: coalesced when
     ``sxi == 1``); program axis 0 enumerates (o, i-block), axis 1 the chunk of r as in the rows kernel
     (``UNROLL``, ``INTERLEAVE``, ``EVEN`` likewise; ``EVEN`` also needs BLOCK_I to divide I).
@@ -800,20 +850,24 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                 raw2 = _load_raw(x_ptr + col_off + r2[:, None] * sxr, m2, EVEN, OTHER, EVICT)
                 raw3 = _load_raw(x_ptr + col_off + r3[:, None] * sxr, m3, EVEN, OTHER, EVICT)
             a, b, c = _fold_raw(a, b, c, raw0, r0, m0, step, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER, VAR_SHIFT,
-                                LSE_EX2)
+                                LSE_EX2, ARG_FAST)
             if UNROLL >= 2:
                 a, b, c = _fold_raw(a, b, c, raw1, r1, m1, step + 1, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
-                                    VAR_SHIFT, LSE_EX2)
+                                    VAR_SHIFT, LSE_EX2, ARG_FAST)
             if UNROLL >= 4:
                 a, b, c = _fold_raw(a, b, c, raw2, r2, m2, step + 2, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
-                                    VAR_SHIFT, LSE_EX2)
+                                    VAR_SHIFT, LSE_EX2, ARG_FAST)
                 a, b, c = _fold_raw(a, b, c, raw3, r3, m3, step + 3, 0, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
-                                    VAR_SHIFT, LSE_EX2)
+                                    VAR_SHIFT, LSE_EX2, ARG_FAST)
     if (KIND == 4 or KIND == 5) and STAGE != 2:
         b = _lane_index(b, (r_lo + lanes)[:, None], stride, BLOCK_R, UNROLL, INTERLEAVE)
     if VAR_SHIFT:
         a, b, c = _shifted_to_welford(a, b, c, (r_lo + lanes)[:, None], tl.minimum(R, r_lo + chunk), BLOCK_R, ACC)
-    ra, rb, rc = _lanes(a, b, c, 0, KIND)
+    if (KIND == 4 or KIND == 5) and STAGE != 2 and ARG_FAST:
+        ra, rb = _arg_lanes_fast(a, b, 0, KIND, ACC)
+        rc = ra
+    else:
+        ra, rb, rc = _lanes(a, b, c, 0, KIND)
     if STAGE == 1:
         _store_states(w0_ptr, w1_ptr, w2_ptr, (o * tl.num_programs(1) + sid) * I + cols, col_ok, ra, rb, rc, KIND)
     else:
@@ -960,7 +1014,20 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
     nstate = _N_STATES[kind]
     if I == 1:
         cfg = launch_config("reduce_rows", dev, dtypes=(x.dtype,), rows=O, cols=R, state=nstate)
-        if cfg.pop("WORDS", False) and pre == P_NONZERO and kind in (K_MAX, K_MIN) and x.dtype.itemsize == 1 \
+        words = cfg.pop("WORDS", False)
+        if words and pre == P_NONZERO and kind == K_SUM and x.dtype in (T.float16, T.bfloat16) and acc is T.int64 \
+                and sxr == 1 and R % 2 == 0 and (O == 1 or sxo % 2 == 0) and x._offset % 2 == 0 \
+                and cdiv(R // 2, cfg["BLOCK_R"]) < 2 ** 16:
+            # count_nonzero of float16/bfloat16 along a contiguous axis: int32 words of 2 elements, counted two at a
+            # time in 16-bit halves (P_NZ_PAIRS: a half is nonzero iff its 15 magnitude bits are, so -0.0 counts
+            # as zero; a lane's halves count at most its steps, < 2**16 here), the halves added after the loop
+            x = make_tensor(x._storage, Size(((x._storage.nbytes - 2 * x._offset) // 4,)), (1,), x._offset // 2,
+                            T.int32)
+            R, sxo = R // 2, sxo // 2 if O > 1 else sxo
+            loadt = acc = T.int32
+            pre = P_NZ_PAIRS
+            consts.update(PRE=pre, LOADT=TL_DTYPES[loadt.name], ACC=TL_DTYPES[acc.name])
+        elif words and pre == P_NONZERO and kind in (K_MAX, K_MIN) and x.dtype.itemsize == 1 \
                 and sxr == 1 and R % 4 == 0 and (O == 1 or sxo % 4 == 0) and x._offset % 4 == 0:
             # all/any of 1-byte elements (bool, uint8, int8) along a contiguous axis: read int32 words of 4
             # elements (128-bit loads of 16 elements; a word is nonzero iff one of its bytes is, and has no
@@ -976,6 +1043,12 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
     else:
         cfg = launch_config("reduce_cols", dev, dtypes=(x.dtype,), rows=R, cols=I, state=nstate)
         base = O * cdiv(I, cfg["BLOCK_I"])
+    if cfg.pop("COUNT32", False) and kind == K_SUM and pre == P_NONZERO and acc is T.int64 \
+            and R < 2 ** 31:
+        # count_nonzero: count in int32 (lanes, tree and a split's workspace; every count <= R < 2**31), written
+        # to the int64 output; the same integers (int64 adds per element cost a carry and a select each)
+        acc = T.int32
+        consts["ACC"] = TL_DTYPES[acc.name]
     split, chunk = split_plan(cfg, base, R, dev)
     ya_, y2a_ = (ya if ya is not None else any_out), (y2a if y2a is not None else any_out)
     if split == 1:
@@ -1052,6 +1125,9 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
     # LSE_EX2 (logsumexp's raw fold through ex2.approx, see lse_step_ex2): float32 accumulation, raw stages
     meta["LSE_EX2"] = bool(meta.get("LSE_EX2", False)) and meta["KIND"] == K_LSE and stage != 2 \
         and meta["ACC"] == tl.float32
+    # ARG_FAST (arg-extrema: the cheaper fold predicate and the two one-value trees, see _fold): raw stages
+    meta["ARG_FAST"] = bool(meta.get("ARG_FAST", False)) and meta["KIND"] in (K_ARGMAX, K_ARGMIN) and stage != 2
+    meta.pop("COUNT32", None)  # (read by launch_reduction)
     grid = (cdiv(O, meta["BLOCK_M"]), split) if I == 1 else (O * cdiv(I, meta["BLOCK_I"]), split)
     check(grid[0] < 2 ** 31, lambda: f"reduce: {grid[0]} programs exceed CUDA's grid limit (2**31 - 1)",
           NotImplementedError)
