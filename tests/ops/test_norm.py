@@ -251,14 +251,25 @@ def test_even_rows_keep_results(settings, dtn, device):
         assert evens == {True, False}  # exact tiles took it, the tail did not
 
 
+# Looped statistics variants: per-lane Welford (LANE_STATS) and per-chunk two-pass + Chan (CHUNK; BLOCK_M 4 does
+# not divide the 6 rows, so that one takes the masked loop; a persistent grid loops over row blocks).
+_LONG_ROW_SETTINGS = [dict(LANE_STATS=True), dict(CHUNK=4), dict(CHUNK=8, BLOCK_M=4, LOOP_STAGES=2),
+                      dict(CHUNK=16, programs_per_sm=1), dict(CHUNK=2, LANE_STATS=True)]
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the NumPy oracle meets the NaN and inf rows
+@pytest.mark.parametrize("settings", _LONG_ROW_SETTINGS, ids=[str(i) for i in range(len(_LONG_ROW_SETTINGS))])
 @pytest.mark.parametrize("dtn", ["float16", "float32"])
-def test_lane_stats_long_rows_stay_stable(dtn, device):
-    """LANE_STATS (looped rows: per-lane Welford of x - x[row, 0], one cross-lane combination) on the issue's
-    rows over several tiles: 40000 + [0, 1, 2, 3] repeated (float32: cancellation in E[x^2] - E[x]^2; the shift
-    keeps the lanes' means exact), a constant row (exactly 0), a NaN and an inf (NaN rows, as PyTorch), rows with
-    a masked tail, and group_norm's looped rows."""
+def test_lane_stats_long_rows_stay_stable(dtn, settings, device):
+    """LANE_STATS (looped rows: per-lane Welford of x - x[row, 0], one cross-lane combination) and CHUNK (states
+    per chunk of consecutive elements, two passes over registers per chunk and tile, Chan's update with a per-tile
+    weight, then one combination across chunks) on the issue's rows over several tiles: 40000 + [0, 1, 2, 3]
+    repeated (float32: cancellation in E[x^2] - E[x]^2; the shift keeps the means exact), a constant row (exactly
+    0), a NaN and an inf (NaN rows, as PyTorch), rows with a masked tail, and group_norm's looped rows; the plans
+    take CHUNK where it is set."""
+    from nbxtensor.ops import norm as N
     from nbxtensor.runtime.configs import override
+    N._ROWS_PLANS.clear()
     tile = H.block(device, "norm_rows", "BLOCK_N")
     dt = T.dtype_from(dtn)
     rng = np.random.default_rng(17)
@@ -273,18 +284,39 @@ def test_lane_stats_long_rows_stay_stable(dtn, device):
         a[3, 5] = np.inf
         a = a.astype(dt.numpy)
         x = nbx.from_numpy(a).to(device)
-        with override("norm_rows", LANE_STATS=True):
+        with override("norm_rows", **settings):
             for name in ("layer_norm", "rms_norm"):
                 rec = registry.get(name)
                 res = rec.extra["function"](x, [n])
                 H.assert_close(H.host(res), H.expected_as(rec.oracle(a, [n]), dt), dt, reduced=n,
-                               what=f"{name}[LANE_STATS, {dtn}, {n}]")
+                               what=f"{name}[{settings}, {dtn}, {n}]")
             assert (H.host(F.layer_norm(x, [n])).astype(np.float32)[1] == 0).all()
     g = (rng.standard_normal((2, 4, tile // 2 + 3)) * 3 + 50).astype(dt.numpy)
-    with override("norm_rows", LANE_STATS=True):
+    gw, gb = rng.standard_normal(4).astype(dt.numpy), rng.standard_normal(4).astype(dt.numpy)
+    with override("norm_rows", **settings):
         res = F.group_norm(nbx.from_numpy(g).to(device), 2)
+        res_wb = F.group_norm(nbx.from_numpy(g).to(device), 2, nbx.from_numpy(gw).to(device),
+                              nbx.from_numpy(gb).to(device))
     H.assert_close(H.host(res), H.expected_as(registry.get("group_norm").oracle(g, 2), dt), dt,
-                   reduced=g[0].size // 2, what=f"group_norm[LANE_STATS, {dtn}]")
+                   reduced=g[0].size // 2, what=f"group_norm[{settings}, {dtn}]")
+    H.assert_close(H.host(res_wb), H.expected_as(registry.get("group_norm").oracle(g, 2, gw, gb), dt), dt,
+                   reduced=g[0].size // 2, what=f"group_norm[{settings}, {dtn}, affine]")
+    if _interpreting() or H.GPU:
+        chunks = {kw["CHUNK"] for _, _, kw, _ in N._ROWS_PLANS.values() if not kw["ONE_TILE"]}
+        assert chunks == {settings.get("CHUNK", 0)}
+
+
+def test_norm_rows_chunk_must_divide_the_tile(device):
+    if not (_interpreting() or H.GPU):
+        pytest.skip("the Triton implementation's plan (cpu tier: NumPy)")
+    from nbxtensor.ops import norm as N
+    from nbxtensor.runtime.configs import override
+    tile = H.block(device, "norm_rows", "BLOCK_N")
+    x = nbx.ones(2, tile * 2 + 1, device=device)
+    for bad in (3, tile * 2):
+        N._ROWS_PLANS.clear()
+        with override("norm_rows", CHUNK=bad), pytest.raises(ValueError, match="CHUNK"):
+            F.layer_norm(x, [tile * 2 + 1])
 
 
 def _interpreting() -> bool:
@@ -293,7 +325,10 @@ def _interpreting() -> bool:
 
 
 _BN_SETTINGS = [dict(HW_CVT=True, FMA=True, EVEN=True), dict(FMA=True, EVEN=True, LOOP_STAGES=3),
-                dict(BLOCK_M=1, BLOCK_S=16, FMA=True, EVEN=True, EVICT="evict_first")]
+                dict(BLOCK_M=1, BLOCK_S=16, FMA=True, EVEN=True, EVICT="evict_first"),
+                # SPLIT: one program per tile (grid row blocks x spatial tiles), masked and unmasked
+                dict(SPLIT=True, BLOCK_M=1, BLOCK_S=8, FMA=True, EVEN=True, EVICT_OUT="evict_first"),
+                dict(SPLIT=True, BLOCK_M=2, BLOCK_S=4, LOOP_STAGES=2)]
 
 
 @pytest.mark.parametrize("settings", _BN_SETTINGS, ids=[str(i) for i in range(len(_BN_SETTINGS))])

@@ -207,6 +207,58 @@ def test_one_tile_variants_keep_results(settings, dtn, device):
             _check(registry.get(name), a, x, {"dim": 1}, f"{name}[{dtn}, {settings}]")
 
 
+_LOOPED_VARIANTS = [dict(CHUNK=8), dict(CHUNK=4, EXP_OUT2=2), dict(CHUNK=8, EXP_OUT2=1, BLOCK_M=2),
+                    dict(CHUNK=2, EXP_OUT2=2, LOOP_STAGES=2, programs_per_sm=1), dict(EXP_OUT2=2)]
+
+
+@pytest.mark.parametrize("settings", _LOOPED_VARIANTS, ids=[str(i) for i in range(len(_LOOPED_VARIANTS))])
+@pytest.mark.parametrize("dtn", ["float32", "bfloat16"])
+def test_looped_chunk_variants_keep_results(settings, dtn, device):
+    """benchmarks/sweep_rows.py's looped-path settings (pass 1 per chunk with whole tiles unmasked, pass 2's ftz
+    and folded exponentials) on rows longer than a tile, with and without a tail and with 9 rows (BLOCK_M 2 does
+    not divide them: the masked loop): an all -inf row (NaN), +inf (NaN), NaN, a row of -inf but one finite
+    value in the tail, offsets 40000 + [0, 1, 2, 3] and 1e4 (the folded form's error grows with |max|: float32
+    results keep the exact shift), a new maximum in every chunk, underflowing exponentials."""
+    from nbxtensor.runtime.configs import override
+    tile = H.block(device, "softmax_rows", "BLOCK_N")
+    dt = T.dtype_from(dtn)
+    rng = np.random.default_rng(17)
+    for n in (tile * 3, tile * 2 + 5):
+        a = rng.standard_normal((9, n)).astype(np.float32) * 3
+        a[1, :] = -np.inf
+        a[2, tile + 1] = np.inf
+        a[3, 2] = np.nan
+        a[4, :] = -np.inf
+        a[4, n - 1] = 2.0
+        a[5, :4] = [40000, 40001, 40002, 40003]
+        a[5, 4:] = 39990.0
+        a[6] += 1.0e4
+        a[7] = np.arange(n, dtype=np.float32) / 8  # increasing: every chunk brings a new maximum
+        a[8, ::2] = -200.0
+        a = a.astype(dt.numpy)  # the values the tensor holds
+        x = nbx.from_numpy(a).to(device)
+        with override("softmax_rows", **settings):
+            for name in ("softmax", "log_softmax"):
+                y = H.host(getattr(nbx, name)(x, 1))
+                _check(registry.get(name), a, x, {"dim": 1}, f"{name}[{dtn}, {settings}, {n}]")
+                assert np.isnan(y[1]).all() and np.isnan(y[2]).all() and np.isnan(y[3]).all()
+
+
+def test_looped_meta_takes_chunk_and_fold_only_where_they_apply():
+    from nbxtensor.ops.softmax import _looped_meta
+    cfg = dict(BLOCK_M=2, BLOCK_N=16, CHUNK=8, EXP_OUT2=2)
+    assert _looped_meta(cfg, False, 8, T.bfloat16) == dict(CHUNK=8, EXP_OUT2=2, FULL=True)
+    assert _looped_meta(cfg, False, 7, T.bfloat16)["FULL"] is False       # BLOCK_M does not divide the rows
+    assert _looped_meta(cfg, False, 8, T.float32)["EXP_OUT2"] == 1        # the fold: 16-bit results only
+    assert _looped_meta(cfg, True, 8, T.bfloat16) == dict(CHUNK=0, EXP_OUT2=0, FULL=False)  # one tile
+    assert _looped_meta(dict(BLOCK_M=1, BLOCK_N=16), False, 8, T.bfloat16) == dict(CHUNK=0, EXP_OUT2=0, FULL=False)
+    for bad in (dict(cfg, CHUNK=3), dict(cfg, CHUNK=32)):
+        with pytest.raises(ValueError, match="CHUNK"):
+            _looped_meta(bad, False, 8, T.bfloat16)
+    with pytest.raises(ValueError, match="EXP_OUT2"):
+        _looped_meta(dict(cfg, EXP_OUT2=3), False, 8, T.bfloat16)
+
+
 def test_one_tile_meta_takes_even_and_fold_only_where_they_apply():
     from nbxtensor.ops.softmax import _one_tile_meta
     cfg = dict(BLOCK_M=2, BLOCK_N=16, EVEN=True, EXP_OUT=2)

@@ -72,11 +72,74 @@ def _affine(y, ch, msk, w_ptr, b_ptr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, 
 
 
 @jit
+def _chunk_stats(x_ptr, rows, row_ok, N, RMS: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr,
+                 FULL: tl.constexpr):
+    """(mean, M2) of each of the ``BLOCK_M`` rows (rms_norm: (0, sum of squares)) of the contiguous ``(M, N)``
+    input, ``N > BLOCK_N``, read as ``[BLOCK_M, BLOCK_N // CHUNK, CHUNK]`` tiles: per chunk (one thread's vector
+    when CHUNK * itemsize is 16 bytes, so no shuffles and no barriers in the loop) the tile's CHUNK elements
+    give a mean and M2 by two passes over registers, merged into the chunk's running state by Chan's formula
+    with equal counts: after t whole tiles the state holds ``CHUNK * t`` elements, so the weights ``1 / (t + 1)``
+    and ``CHUNK * t / (t + 1)`` are one IEEE reciprocal per tile, not per element. Values are shifted by the
+    row's first element as LANE_STATS does (offsets such as 40000 + [0, 1, 2, 3] leave small exact deviations).
+    The row's tail (``N % BLOCK_N`` elements) is folded with counts (:func:`~.reduction.welford_combine`), and
+    the chunks' states combine across the row once (Chan's formula in ``tl.reduce``)."""
+    NCH: tl.constexpr = BLOCK_N // CHUNK
+    off3 = (tl.arange(0, NCH).to(tl.int64) * CHUNK)[None, :, None] + tl.arange(0, CHUNK)[None, None, :]
+    xb = x_ptr + (rows * N)[:, None, None]
+    rmask = row_ok[:, None, None]
+    cm_run = tl.zeros([BLOCK_M, NCH], ACC)
+    q_run = tl.zeros([BLOCK_M, NCH], ACC)
+    k0 = tl.zeros([BLOCK_M, 1, 1], ACC)
+    if not RMS:
+        k0 = convert(tl.load(x_ptr + rows * N, mask=row_ok, other=0.0), ACC)[:, None, None]
+    ntile = N // BLOCK_N
+    nfull = ntile * BLOCK_N
+    for n0 in tl.range(0, nfull, BLOCK_N, num_stages=LOOP_STAGES):
+        if FULL:
+            x = convert(tl.load(xb + (n0 + off3), eviction_policy=EVICT), ACC)
+        else:
+            x = convert(tl.load(xb + (n0 + off3), mask=rmask, other=0.0, eviction_policy=EVICT), ACC)
+        if RMS:
+            q_run += tl.sum(x * x, 2)
+        else:
+            xs = x - k0
+            cm = tl.sum(xs, 2) * (1.0 / CHUNK)  # CHUNK is a power of two: an exact scale
+            d = xs - cm[:, :, None]
+            t = (n0 // BLOCK_N) * tl.full([], 1, ACC)
+            w = rcp_rn(t + 1.0)
+            delta = cm - cm_run
+            cm_run = cm_run + delta * w
+            q_run = q_run + tl.sum(d * d, 2) + delta * delta * (t * CHUNK * w)
+    cnt = tl.zeros([BLOCK_M, NCH], ACC) + ntile * CHUNK * tl.full([], 1, ACC)
+    if nfull < N:
+        n = nfull + off3
+        msk = rmask & (n < N)
+        x = convert(tl.load(xb + n, mask=msk, other=0.0, eviction_policy=EVICT), ACC)
+        if RMS:
+            q_run += tl.sum(x * x, 2)
+        else:
+            xs = tl.where(msk, x - k0, 0.0)
+            cb = tl.sum(msk.to(ACC), 2)
+            cm = div_rn(tl.sum(xs, 2), tl.where(cb < 1.0, 1.0, cb))
+            d = tl.where(msk, xs - cm[:, :, None], 0.0)
+            cm_run, q_run, cnt = welford_combine(cm_run, q_run, cnt, cm, tl.sum(d * d, 2), cb)
+    if RMS:
+        mean = tl.zeros([BLOCK_M], ACC)
+        m2 = tl.sum(q_run, 1)
+    else:
+        mean, m2, cnt = tl.reduce((cm_run, q_run, cnt), 1, welford_combine)
+        mean = mean + tl.reshape(k0, [BLOCK_M])
+    return mean, m2
+
+
+@jit
 def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, RMS: tl.constexpr, HAS_W: tl.constexpr,
                       HAS_B: tl.constexpr, ONE_TILE: tl.constexpr, GROUPED: tl.constexpr, SHARED: tl.constexpr,
                       ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
                       ROW_STAGES: tl.constexpr, EVICT: tl.constexpr, EVICT2: tl.constexpr, HW_CVT: tl.constexpr,
-                      EVEN: tl.constexpr = False, LANE_STATS: tl.constexpr = False):
+                      EVEN: tl.constexpr = False, LANE_STATS: tl.constexpr = False, CHUNK: tl.constexpr = 0,
+                      FULL: tl.constexpr = False):
     """Normalise the contiguous ``(M, N)`` input BLOCK_M rows at a time; program ``pid`` takes the row blocks
     ``pid, pid + grid, ...`` of NBLK (one each unless the grid is persistent). Element n of row r uses affine
     parameter ``(r % G) * CPG + n // HW`` (layer_norm/rms_norm: G = HW = 1). SHARED (one tile, every row uses
@@ -91,7 +154,10 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
     per row by Chan's formula (:func:`~.reduction.welford_combine` in ``tl.reduce``), then ``mean = x[row, 0] +
     lm``, instead of two block reductions per tile: no barrier inside the loop, Welford's stability (a constant
     row keeps M2 = 0 exactly), and the shift keeps the lanes' means small, so offsets such as 40000 + [0, 1, 2,
-    3] are not rounded at 40000's ulp in the combination."""
+    3] are not rounded at 40000's ulp in the combination. CHUNK (looped path, before LANE_STATS): the statistics
+    pass keeps states per chunk of CHUNK consecutive elements (:func:`_chunk_stats`: each tile's chunk folded by
+    two passes over registers and one Chan update with a per-tile scalar weight); FULL (the host sets it only
+    when BLOCK_M divides M) loads its whole tiles unmasked."""
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
     n_f = N * tl.full([], 1, ACC)  # N in ACC, by arithmetic (an int argument equal to 1 arrives as a constexpr)
@@ -137,46 +203,50 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
                 y = _affine(y, ch, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
             tl.store(y_ptr + base + lanes[None, :], out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
         else:
-            mean = tl.zeros([BLOCK_M], ACC)
-            m2 = tl.zeros([BLOCK_M], ACC)
-            cnt = tl.zeros([BLOCK_M], ACC)
-            if LANE_STATS:
-                lm = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-                lq = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-                if not RMS:  # the shift: the row's first element (offsets like 40000 leave small exact deviations)
-                    k0 = convert(tl.load(x_ptr + rows * N, mask=row_ok, other=0.0), ACC)
-            for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
-                n = n0 + lanes
-                msk = row_ok[:, None] & (n < N)[None, :]
-                x = convert(tl.load(x_ptr + base + n[None, :], mask=msk, other=0.0, eviction_policy=EVICT), ACC)
+            if CHUNK > 0:
+                mean, m2 = _chunk_stats(x_ptr, rows, row_ok, N, RMS, ACC, BLOCK_M, BLOCK_N, CHUNK, LOOP_STAGES, EVICT,
+                                        FULL)
+            else:
+                mean = tl.zeros([BLOCK_M], ACC)
+                m2 = tl.zeros([BLOCK_M], ACC)
+                cnt = tl.zeros([BLOCK_M], ACC)
                 if LANE_STATS:
-                    if RMS:
-                        lq += x * x  # masked elements load 0
+                    lm = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+                    lq = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+                    if not RMS:  # the shift: the row's first element (offsets like 40000 leave small exact deviations)
+                        k0 = convert(tl.load(x_ptr + rows * N, mask=row_ok, other=0.0), ACC)
+                for n0 in tl.range(0, N, BLOCK_N, num_stages=LOOP_STAGES):
+                    n = n0 + lanes
+                    msk = row_ok[:, None] & (n < N)[None, :]
+                    x = convert(tl.load(x_ptr + base + n[None, :], mask=msk, other=0.0, eviction_policy=EVICT), ACC)
+                    if LANE_STATS:
+                        if RMS:
+                            lq += x * x  # masked elements load 0
+                        else:
+                            # Welford per lane: every lane valid in this tile has seen k = n0 / BLOCK_N + 1 elements
+                            rk = rcp_rn(((n0 // BLOCK_N) + 1) * tl.full([], 1, ACC))
+                            xs = x - k0[:, None]
+                            delta = xs - lm
+                            lm_new = lm + delta * rk
+                            lq = tl.where(msk, lq + delta * (xs - lm_new), lq)
+                            lm = tl.where(msk, lm_new, lm)
+                    elif RMS:
+                        m2 += tl.sum(x * x, 1)
                     else:
-                        # Welford per lane: every lane valid in this tile has seen k = n0 / BLOCK_N + 1 elements
-                        rk = rcp_rn(((n0 // BLOCK_N) + 1) * tl.full([], 1, ACC))
-                        xs = x - k0[:, None]
-                        delta = xs - lm
-                        lm_new = lm + delta * rk
-                        lq = tl.where(msk, lq + delta * (xs - lm_new), lq)
-                        lm = tl.where(msk, lm_new, lm)
-                elif RMS:
-                    m2 += tl.sum(x * x, 1)
-                else:
-                    # this tile's (mean, M2) by two passes over registers, merged with Chan's formula
-                    c = tl.sum(msk.to(ACC), 1)
-                    cm = div_rn(tl.sum(x, 1), tl.where(c < 1.0, 1.0, c))
-                    d = tl.where(msk, x - cm[:, None], 0.0)
-                    mean, m2, cnt = welford_combine(mean, m2, cnt, cm, tl.sum(d * d, 1), c)
-            if LANE_STATS:  # the lanes' states combined once per row (Chan's formula for the means and M2s)
-                if RMS:
-                    m2 = tl.sum(lq, 1)
-                else:
-                    j = tl.arange(0, BLOCK_N)
-                    lc = tl.where(j < N, (N - j + (BLOCK_N - 1)) // BLOCK_N, 0) * tl.full([], 1, ACC)
-                    lc = tl.broadcast_to(lc[None, :], [BLOCK_M, BLOCK_N])
-                    mean, m2, cnt = tl.reduce((lm, lq, lc), 1, welford_combine)
-                    mean = mean + k0
+                        # this tile's (mean, M2) by two passes over registers, merged with Chan's formula
+                        c = tl.sum(msk.to(ACC), 1)
+                        cm = div_rn(tl.sum(x, 1), tl.where(c < 1.0, 1.0, c))
+                        d = tl.where(msk, x - cm[:, None], 0.0)
+                        mean, m2, cnt = welford_combine(mean, m2, cnt, cm, tl.sum(d * d, 1), c)
+                if LANE_STATS:  # the lanes' states combined once per row (Chan's formula for the means and M2s)
+                    if RMS:
+                        m2 = tl.sum(lq, 1)
+                    else:
+                        j = tl.arange(0, BLOCK_N)
+                        lc = tl.where(j < N, (N - j + (BLOCK_N - 1)) // BLOCK_N, 0) * tl.full([], 1, ACC)
+                        lc = tl.broadcast_to(lc[None, :], [BLOCK_M, BLOCK_N])
+                        mean, m2, cnt = tl.reduce((lm, lq, lc), 1, welford_combine)
+                        mean = mean + k0
             r = rcp_rn(sqrt_rn(div_rn(m2, n_f) + eps))
             if GROUPED:
                 for ci in range(0, CPG):
@@ -214,7 +284,8 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
 def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps, HAS_W: tl.constexpr,
                        HAS_B: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
                        HW_CVT: tl.constexpr = False, FMA: tl.constexpr = False, EVEN: tl.constexpr = False,
-                       LOOP_STAGES: tl.constexpr = None, EVICT: tl.constexpr = ""):
+                       LOOP_STAGES: tl.constexpr = None, EVICT: tl.constexpr = "", SPLIT: tl.constexpr = False,
+                       EVICT_OUT: tl.constexpr = ""):
     """``y = (x - rm[c]) * (w[c] / sqrt(rv[c] + eps)) + b[c]`` over the contiguous ``(M = N*C, S)`` view,
     channel ``c = row % C``.
 
@@ -223,8 +294,19 @@ def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps,
     element); FMA, ``y = x * scale + (b - rm * scale)``, one ``FFMA`` per element (PyTorch's CPU kernel's
     ``alpha``/``beta`` form; a rounding of ``rm * scale`` differs from the subtract-first form, within the
     dtype's tolerance); EVEN (the host sets it only when BLOCK_S divides S and BLOCK_M divides M) unmasked
-    loads and stores; LOOP_STAGES, ``cp.async`` pipelining of the loop over S; EVICT, the loads' L2 policy."""
+    loads and stores; LOOP_STAGES, ``cp.async`` pipelining of the loop over S; EVICT, the loads' L2 policy;
+    EVICT_OUT, the stores' (``""`` or ``"evict_first"``). SPLIT: one program per ``[BLOCK_M, BLOCK_S]`` tile
+    (the host's grid is row blocks x ``cdiv(S, BLOCK_S)``, the tile index fastest, so consecutive programs stream
+    consecutive memory) instead of a loop over S: the pointwise kernels' schedule, no cp.async ring, no loop."""
     pid = tl.program_id(0)
+    if SPLIT:
+        nsb = tl.cdiv(S, BLOCK_S)
+        s_lo = (pid % nsb) * BLOCK_S
+        s_hi = s_lo + BLOCK_S
+        pid = pid // nsb
+    else:
+        s_lo = 0
+        s_hi = S
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
     c = rows % C
@@ -241,7 +323,7 @@ def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps,
     lanes = tl.arange(0, BLOCK_S).to(tl.int64)
     base = rows[:, None] * S
     OUT: tl.constexpr = y_ptr.dtype.element_ty
-    for s0 in tl.range(0, S, BLOCK_S, num_stages=LOOP_STAGES):
+    for s0 in tl.range(s_lo, s_hi, BLOCK_S, num_stages=LOOP_STAGES):
         s = s0 + lanes
         if EVEN:
             msk = None
@@ -252,7 +334,7 @@ def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps,
             y = x * scale[:, None] + shift[:, None]
         else:
             y = (x - mean[:, None]) * scale[:, None] + shift[:, None]
-        tl.store(y_ptr + base + s[None, :], out_convert(y, OUT, HW_CVT), mask=msk)
+        tl.store(y_ptr + base + s[None, :], out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT_OUT)
 
 
 def _acc(d: DType) -> DType:
@@ -268,7 +350,9 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     the statistics even without a persistent grid: their latency overlaps the row's, for more registers),
     ``LOOP_STAGES`` (pipelining of the row loop on one tile, of the column loops otherwise), ``EVICT``/``EVICT2``
     (L2 policies, see the kernel), ``EVEN`` (default off: unmasked one-tile rows where ``n == BLOCK_N`` and
-    ``BLOCK_M`` divides the rows), ``LANE_STATS`` (default off: per-lane statistics on the looped path).
+    ``BLOCK_M`` divides the rows), ``LANE_STATS`` (default off: per-lane statistics on the looped path), ``CHUNK`` (default 0: per-chunk
+    statistics on the looped path, :func:`_chunk_stats`; taken before LANE_STATS), ``maxnreg`` (a register cap:
+    more programs resident per SM).
 
     Grid and keywords are planned once per (dtype, rows, n, flags, device, config state)."""
     key = (x._dtype, rows, n, rms, w is None, b is None, groups, cpg, hw, x._storage.device, config_state(),
@@ -290,9 +374,14 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     hoist = bool(cfg.pop("HOIST_PARAMS", False)) or grid < nblk
     even = bool(cfg.pop("EVEN", False)) and one and n == cfg["BLOCK_N"] and rows % cfg["BLOCK_M"] == 0
     lane_stats = bool(cfg.pop("LANE_STATS", False)) and not one
+    chunk = int(cfg.pop("CHUNK", 0)) if not one else 0
+    check(chunk == 0 or (chunk & (chunk - 1) == 0 and cfg["BLOCK_N"] % chunk == 0), lambda: f"{op}: config CHUNK "
+          f"expected 0 or a power of two dividing BLOCK_N = {cfg['BLOCK_N']}, got {chunk}", ValueError)
     meta = loop_meta(cfg)
     meta["EVEN"] = even
     meta["LANE_STATS"] = lane_stats
+    meta["CHUNK"] = chunk
+    meta["FULL"] = chunk > 0 and rows % cfg["BLOCK_M"] == 0
     meta["EVICT2"] = str(meta.get("EVICT2") or "")
     meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
     meta["HW_CVT"] = not interpreting()
@@ -313,14 +402,17 @@ def launch_batch_norm(x: Tensor, rm: Tensor, rv: Tensor, w: Tensor | None, b: Te
                       channels: int, spatial: int, eps: float) -> None:
     """Run ``_batch_norm_kernel`` on contiguous ``x``/``y`` seen as ``(N * channels, spatial)``; the
     ``batch_norm`` config gives ``BLOCK_M``/``BLOCK_S``/``num_warps`` and optionally ``HW_CVT``, ``FMA``,
-    ``EVEN``, ``LOOP_STAGES``, ``EVICT`` (see the kernel; all off by default)."""
+    ``EVEN``, ``LOOP_STAGES``, ``EVICT``, ``SPLIT``, ``EVICT_OUT`` (see the kernel; all off by default)."""
     rows = x.numel() // max(spatial, 1)
     cfg = launch_config("batch_norm", x.device, dtypes=(x.dtype,), rows=rows, cols=spatial)
     meta = loop_meta(cfg)
     meta["HW_CVT"] = bool(meta.get("HW_CVT", False)) and not interpreting()
     meta["FMA"] = bool(meta.get("FMA", False))
     meta["EVEN"] = bool(meta.get("EVEN", False)) and spatial % cfg["BLOCK_S"] == 0 and rows % cfg["BLOCK_M"] == 0
-    launch_quiet(_batch_norm_kernel, (cdiv(rows, cfg["BLOCK_M"]),), x, rm, rv, w if w is not None else rm,
+    meta["SPLIT"] = bool(meta.get("SPLIT", False))
+    meta["EVICT_OUT"] = str(meta.get("EVICT_OUT") or "")
+    grid = cdiv(rows, cfg["BLOCK_M"]) * (cdiv(spatial, cfg["BLOCK_S"]) if meta["SPLIT"] else 1)
+    launch_quiet(_batch_norm_kernel, (grid,), x, rm, rv, w if w is not None else rm,
                  b if b is not None else rm, y, rows, spatial, channels, float(eps), HAS_W=w is not None,
                  HAS_B=b is not None, ACC=TL_DTYPES[_acc(x.dtype).name], **meta)
 

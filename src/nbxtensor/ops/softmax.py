@@ -138,11 +138,20 @@ def _chunk_online(m, s, x, FTZ: tl.constexpr, FOLD: tl.constexpr):
     Milakov & Gimelshein applied per chunk). Both arguments of the exponentials are <= 0 or NaN, so
     :func:`_exp_neg_abs` serves: a -inf element adds 0; states start at the lowest finite value, so an all -inf
     chunk leaves (lowest, 0); NaN propagates through the maximum into the sum; a +inf maximum gives the NaN sum
-    of :func:`_lanes_final`. FOLD (16-bit results only): the elements' exponentials as ``ex2(x * log2(e) - m' *
-    log2(e))`` (one FFMA; relative error about ``|m'| * 2**-24``, :func:`_exp_shifted`'s mode 2)."""
+    of :func:`_lanes_final`. FOLD (16-bit results only): the elements' exponentials as ``ex2(x * log2(e) - c)``
+    with ``c = max(m' * log2(e), lowest)`` per chunk (one FFMA per element; relative error about ``|m'| *
+    2**-24``, as :func:`_exp_shifted`'s mode 2; the clamp keeps a chunk still at (lowest, 0) from giving
+    ``-inf - -inf``). Logits beyond ``3.4e38 / log2(e) = 2.36e38`` in magnitude (bfloat16 only) overflow the
+    product: the folded forms assume smaller ones."""
     mn = maximum_fast(m, nan_max_fast(x, 2))
     if FOLD:
-        e = _exp_shifted(x, mn[:, :, None], 2, FTZ)
+        c = maximum_fast(mn * 1.4426950408889634, -3.4028234663852886e38)
+        a = x * 1.4426950408889634 - c[:, :, None]
+        if FTZ:
+            e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [a], dtype=tl.float32, is_pure=True,
+                                          pack=1)
+        else:
+            e = tl.exp2(a)
     else:
         e = _exp_neg_abs(x - mn[:, :, None], FTZ)
     s = s * _exp_neg_abs(m - mn, FTZ) + tl.sum(e, 2)
