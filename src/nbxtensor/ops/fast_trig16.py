@@ -7,10 +7,10 @@ about 2**-16 relative) and :data:`OPS2` (level 2, about 2**-13 relative) into it
 Covered: atan, asin, acos (tests/ops/test_fast_trig16.py: all 65 536 inputs of each 16-bit dtype, SASS counts).
 
 - atan: ``z = x`` for ``|x| <= 1``, ``-1/x`` (rcp.approx.ftz) beyond; ``atan(z) = z P(z**2)`` and the quadrant's
-  offset (``+-pi/2`` beyond 1, else -0.0) added by the same FMA: ``atan(x) = fma(z, P(z**2), off)``. P: degree 5 in
-  z**2 (level 1, relative 2**-17.8 on [0, 1]) or 4 (level 2, 2**-15.0), fitted for relative error (least squares on
-  Chebyshev nodes in float64, reweighted toward minimax: Lawson). ops/elementwise.py's ``_atan_f`` (the 16-bit
-  ``fast`` body without the key) takes degree 7 and a select more.
+  offset (``+-pi/2`` beyond 1, else a zero of x's sign) added by the same FMA: ``atan(x) = fma(z, P(z**2), off)``.
+  P: degree 5 in z**2 (level 1, relative 2**-17.8 on [0, 1]) or 4 (level 2, 2**-15.0), fitted for relative error
+  (least squares on Chebyshev nodes in float64, reweighted toward minimax: Lawson). ops/elementwise.py's
+  ``_atan_f`` (the 16-bit ``fast`` body without the key) takes degree 7 and a select more.
 - asin: ``asin(s) = s + s z P(z)``, ``z = s**2``, on ``|s| <= 1/2`` (P of degree 2, 2**-19.1, level 1; degree 1,
   2**-14.7, level 2); beyond 1/2, ``pi/2 - 2 asin(sqrt((1 - |x|) / 2))`` (sqrt.approx.ftz: its argument is 0 or at
   least 2**-25 for float32 inputs) with the sign of x. One polynomial serves both ranges (``z`` and ``s`` are
@@ -18,10 +18,23 @@ Covered: atan, asin, acos (tests/ops/test_fast_trig16.py: all 65 536 inputs of e
   pi/6), ``2r`` (x > 1/2: the small result stays relative) or ``pi - 2r`` (x < -1/2), by one FMA whose multiplier
   and offset are selected.
 
-Not covered (the measurements are in tests/ops/test_fast_trig16.py's notes): sin, cos and tan. A branch-free
-reduction exact for every 16-bit input (bfloat16 up to 3.4e38, and float32 inputs into 16-bit outputs, which reach
-the same body) needs ``frac(2**E / 2pi)`` per exponent: the bodies get no pointer for a table, and computing it
-arithmetically costs more than libdevice's common path.
+sm_90 SASS instructions per element (bf16 in and out, the sm_90 table's large-tensor rule; relu takes 5), default
+-> level 1 / level 2: atan 23.62 (its ``fast`` body) -> 16.62 / 15.62, asin 23.25 (libdevice) -> 16.88 / 15.88, acos
+23.12 (libdevice) -> 19.75 / 18.75. Exhaustive tests, results that differ from the default body (of 65 536, level 1
+/ level 2): bfloat16 0 / 0-4, float16 atan 70 / 536, asin 14-16 / 266, acos 8 / 68 (each one 16-bit ulp).
+
+Not covered: sin, cos and tan. The bodies see float32 values only (the kernel converts the operands first), and
+float32 inputs into 16-bit outputs (``out=``) reach the same body, so a reduction must be exact enough for every
+float32 up to 3.4e38, branch-free (session 5: a block-uniform branch to libdevice was slower on the H200; the
+module docstring of ops/fast_math16.py). Measured with scratch bodies compiled as the tests do: a Cody-Waite
+reduction by pi (3 FMAs, k by the 1.5 * 2**23 trick) and one odd polynomial, 16.25 per element, is exact only
+below |x| ~ 1e5 (every float16, but not bfloat16's or float32's large values); the full-range shape, frac(M G_E)
+turns with ``G_E = frac(2**E / 2pi)`` per exponent as a float32 pair (two-product, rint, a sin(pi v) polynomial,
+the parity's sign, small |x| passed through), 29.25 with the table lookup stood in by two multiplies, against
+libdevice's 84.50 static (a Payne-Hanek branch that the common path skips; 74 % of 4.8 TB/s on the H200). Computing
+``G_E`` in the body instead (a barrel shift of 1/2pi's bits, or frac(2**E C_i) over ~7 float32 pieces) costs more
+still; a lookup needs a table operand (a pointer argument of the pointwise kernels, or a per-program table in
+shared memory built from the bits of 1/2pi and read by ``tl.gather``), which ops/pointwise.py does not have.
 """
 
 from __future__ import annotations
@@ -62,9 +75,10 @@ def _atan_p4(w):
 def _atan16(x, LEVEL: tl.constexpr):
     # |x| <= 1: atan(x) = x P(x**2); |x| > 1: sign(x) pi/2 + atan(-1/x), -1/x by the flushing rcp (|x| > 1: a
     # subnormal 1/x, |x| > 2**126, flushes to 0 and gives +-pi/2, as it rounds). One FMA adds the offset: +-pi/2
-    # or a zero of x's sign (which keeps atan(-0.0) = -0.0 and changes no other sum). Error: P's (level 1: 2**-17.8 relative; 2:
-    # 2**-15.0) plus rcp's ulp and a few float32 roundings; beyond 1 the result is >= pi/4 and the term z P at most
-    # pi/4, so the relative bound holds there too. +-inf -> +-pi/2 (rcp(inf) = 0), NaN -> NaN (|x| > 1 is false).
+    # or a zero of x's sign (which keeps atan(-0.0) = -0.0 and changes no other sum). Error: P's (level 1: 2**-17.8
+    # relative; 2: 2**-15.0) plus rcp's ulp and a few float32 roundings; beyond 1 the result is >= pi/4 and the
+    # term z P at most pi/4, so the relative bound holds there too. +-inf -> +-pi/2 (rcp(inf) = 0), NaN -> NaN
+    # (|x| > 1 is false).
     inv = tl.abs(x) > 1.0
     z = tl.where(inv, _rcpz(-x), x)
     w = z * z
