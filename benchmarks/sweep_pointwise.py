@@ -230,7 +230,38 @@ def build_issue4_cases(nbx, smoke: bool) -> list[Case]:
             Case(f"clamp {tag}", "pointwise", "clamp", [x], lambda t: nbx.clamp(t[0], -1.0, 1.0),
                  lambda hs: np.clip(np.asarray(hs[0], np.float64), -1.0, 1.0), dt, variants=GRID),
         ]
+    cases += _upcast_cases(nbx, smoke)  # issue 4's copy_ bf16/f16 -> float32 rows (ops/cast.py's CAST_VEC)
     return cases
+
+
+# The copy rule's CAST_VEC (ops/cast.py's contiguous kernel, default off), most promising first. sm_90 SASS of
+# copy_ bf16 -> float32 (BLOCK 4096, 8 warps): 85 instructions per thread with a shared-memory layout change and a
+# barrier per tile (8 elements loaded per thread, 4 stored) -> 56 with CAST_VEC 4 (8-byte loads, 16-byte stores).
+CAST_VARIANTS = [
+    {"CAST_VEC": 4},
+    {"CAST_VEC": 4, "BLOCK": 1024, "num_warps": 4},
+    {"CAST_VEC": 4, "EVICT": 2},                      # + evict_first loads, streaming (.cs) stores
+    {"CAST_VEC": 4, "BLOCK": 2048, "num_warps": 4},
+    {"CAST_VEC": 4, "BLOCK": 8192, "num_warps": 8},
+    {"BLOCK": 1024, "num_warps": 4},                  # the pointwise kernel's schedules
+    {"EVICT": 2},
+]
+
+
+def _upcast_cases(nbx, smoke: bool) -> list[Case]:
+    """copy_ of bfloat16 and float16 32768x8192 into float32 (bench_ops.py's cast rows) over CAST_VARIANTS: the
+    table's output against the exact widening (nbxtensor.dtypes.casting, compared as float64: check_oracle's bit
+    path is for 1- and 2-byte outputs), every variant against the table's bits."""
+    from nbxtensor.dtypes import table as T
+    from nbxtensor.dtypes.casting import cast_array
+    shape = (4, 48) if smoke else (32768, 8192)
+    out = []
+    for src in ("bfloat16", "float16"):
+        x = H.InputSpec(shape, src, "normal", seed=4)
+        out.append(Case(f"cast {src}->f32", "copy", "copy_", [x], lambda t: _dst(nbx, t[0], nbx.float32).copy_(t[0]),
+                        lambda hs, s=src: cast_array(np.asarray(hs[0]), getattr(T, s), T.float64), "float32",
+                        variants=CAST_VARIANTS, geomean=False))
+    return out
 
 
 def build_alt_cases(nbx, smoke: bool) -> list[Case]:

@@ -24,7 +24,7 @@ import sweep_pointwise as S  # noqa: E402
 
 @pytest.mark.parametrize("group", S.GROUPS)
 def test_variant_tables_are_well_formed(group):
-    known = {"BLOCK", "num_warps", "EVICT", "programs_per_sm", "HW_CVT", "FAST", "FAST_MATH16"}
+    known = {"BLOCK", "num_warps", "EVICT", "programs_per_sm", "HW_CVT", "FAST", "FAST_MATH16", "CAST_VEC"}
     cases = S.build_cases(nbx, smoke=True, group=group)
     assert len({c.name for c in cases}) == len(cases), "a repeated case name"
     if group in ("activations", "all"):

@@ -485,6 +485,7 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
         body = alt.body
     hw = bool(cfg.pop("HW_CVT", not INTERPRET)) and not INTERPRET
     evict = int(cfg.pop("EVICT", 0))
+    cfg.pop("CAST_VEC", None)  # the copy rule's key for ops/cast.py's contiguous kernel
     tiles = (numel + block - 1) // block
     pps = int(cfg.pop("programs_per_sm", 0) or 0)
     persist = 0 < pps and pps * _sm_count(out.device) < tiles
