@@ -1250,39 +1250,65 @@ def _sqrt_k(d, FTZ: tl.constexpr):
 
 
 @jit
+def _rsqrt_k(d):
+    # 1 / sqrt(d) for _pow_k, rsqrt.approx.ftz.f32 (one MUFU.RSQ; about 1 ulp) for operands whose flush cannot matter
+    # (the caller says why): rsqrt(+0) = +inf, rsqrt(+inf) = +0, negative -> NaN
+    if _HW_CVT:
+        r = tl.inline_asm_elementwise("rsqrt.approx.ftz.f32 $0, $1;", "=r,r", [d], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        d = tl.where(tl.abs(d) < 1.1754943508222875e-38, d * 0.0, d)
+        r = 1.0 / tl.sqrt(d)
+    return r
+
+
+@jit
 def _pow_k(x, N: tl.constexpr, HALF: tl.constexpr, NEG: tl.constexpr):
     # ALT_POW with a scalar exponent y = +-(N + HALF / 2), N <= 3, and a tensor base (16-bit results; float32
     # compute): x**y = b**N sqrt(c)**HALF, c = x (x + 0 for a half-integer y: -0 -> +0), 1 / c for y < 0, b = c
     # (|c| for a half-integer y): at most four float32 roundings and rcp.approx / sqrt.approx (1 ulp each), 2**-20
     # relative, against the general body's log2 and exp2 (43.6 SASS instructions per element for pow(bf16, 2.5) on
-    # sm_90; this: 10). Flush-to-zero (one MUFU instruction, no rescaling) where |y| > 1: a subnormal 1 / x
+    # sm_90; this: 12). Flush-to-zero (one MUFU instruction, no rescaling) where |y| > 1: a subnormal 1 / x
     # (|x| > 2**126) or a subnormal x under sqrt gives a result below 2**-189, zero either way, and 1 / x of a
     # subnormal x overflows either way; |y| <= 1 keeps subnormals (x**-1, x**+-0.5).
-    # C99's special values (PyTorch's for these exponents but 0.5 and -0.5, whose ATen kernels are sqrt and rsqrt:
-    # pow(-0, 0.5) = -0 and pow(-inf, 0.5) = NaN there; +0 and +inf here, as the default body and the oracle):
-    # integer y keeps x's sign through the products (1 / -0 = -inf), half-integer y on a negative x is NaN
-    # through sqrt(c), -inf to a half-integer power +inf (y > 0) or +0 (y < 0) by a select; NaN propagates.
+    # Special values: y = 0.5 and -0.5 as ATen's kernels for them, sqrt(x) and rsqrt(x) (PyTorch: pow(-0, 0.5) =
+    # -0, pow(-inf, 0.5) = NaN, pow(-0, -0.5) = -inf, pow(-inf, -0.5) = NaN; C99's powf, the default body's:
+    # +0, +inf, +inf, +0); the others C99's, as PyTorch's: integer y keeps x's sign through the products
+    # (1 / -0 = -inf), half-integer y on a negative x is NaN through sqrt(c), -inf to a half-integer power +inf
+    # (y > 0) or +0 (y < 0) by a select; NaN propagates.
     FTZ: tl.constexpr = N + HALF > 1
-    if HALF:
-        c = x + 0.0
+    if N == 0:
+        if NEG:
+            r = libdevice.rsqrt(x)       # rsqrt.approx.f32 without flush-to-zero (ALT_RSQRT's)
+        else:
+            r = _sqrt_k(x, False)
     else:
-        c = x
-    if NEG:
-        c = _rcp_k(c, FTZ)
-    if HALF:
-        b = tl.abs(c)
-    else:
-        b = c
-    if N > 0:
-        r = b
+        if HALF:
+            c = x + 0.0
+            b = tl.abs(c)
+        else:
+            c = x
+            b = c
+        if NEG:
+            b = _rcp_k(b, FTZ)
+        if HALF:
+            if NEG:
+                r = b * 4096.0
+            else:
+                r = b * 0.000244140625
+        else:
+            r = b
         for _ in tl.static_range(N - 1):
             r = r * b
         if HALF:
-            r = r * _sqrt_k(c, FTZ)
-    else:
-        r = _sqrt_k(c, FTZ)
-    if HALF:
-        r = tl.where(x == float("-inf"), 0.0 if NEG else float("inf"), r)
+            # sqrt(c 2**24) 2**-12 (rsqrt(c 2**24) 2**12 for y < 0), with c = x + 0: a negative subnormal c stays
+            # negative under the flushing sqrt / rsqrt (NaN); c 2**24 overflows only where the result overflows
+            # or underflows either way (|x| >= 2**104), b 2**+-12 is subnormal or infinite only there too
+            if NEG:
+                r = r * _rsqrt_k(c * 16777216.0)
+            else:
+                r = r * _sqrt_k(c * 16777216.0, FTZ)
+            r = tl.where(x == float("-inf"), 0.0 if NEG else float("inf"), r)
     return r
 
 
