@@ -22,7 +22,8 @@ sys.path.insert(0, BENCH)
 import sweep_rows as S  # noqa: E402
 
 KNOWN = {"BLOCK_M", "BLOCK_N", "BLOCK_S", "num_warps", "LOOP_STAGES", "EVICT", "EVICT2", "programs_per_sm", "RCP",
-         "EVEN", "EXP_OUT", "HOIST_PARAMS", "HW_CVT", "FMA", "LANE_STATS"}
+         "EVEN", "EXP_OUT", "HOIST_PARAMS", "HW_CVT", "FMA", "LANE_STATS", "CHUNK", "EXP_OUT2", "maxnreg", "SPLIT",
+         "EVICT_OUT"}
 
 
 def test_cases_are_the_benchmarks_shapes_and_groups_are_covered():
@@ -44,7 +45,8 @@ def test_variant_table_is_well_formed():
         assert variants and all(v and set(v) <= KNOWN for v in variants), group
         assert len({repr(sorted(v.items())) for v in variants}) == len(variants), f"{group}: a repeated variant"
         for v in variants:
-            assert v.get("EXP_OUT", 0) in (0, 1, 2)
+            assert v.get("EXP_OUT", 0) in (0, 1, 2) and v.get("EXP_OUT2", 0) in (0, 1, 2)
+            assert v.get("CHUNK", 0) in (0, 2, 4, 8, 16)
             assert set(S.smoke_settings(v)) == set(v)
             assert all(S.smoke_settings(v)[k] <= 16 for k in v if k.startswith("BLOCK_"))
 
