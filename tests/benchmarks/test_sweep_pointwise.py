@@ -110,9 +110,14 @@ def test_math16_smoke_run_compares_the_key_with_the_table(tmp_path):
     tolerance (ops/fast_math16.py); a unary and a binary op through the interpreter."""
     from nbxtensor.ops import fast_math16 as M16, fast_trig16
     cases = S.build_cases(nbx, smoke=True, group="math16")
-    assert {c.op for c in cases} == set(M16.OPS) | set(fast_trig16.OPS)
+    assert {c.op for c in cases} == set(M16.OPS) | set(fast_trig16.OPS) | set(S.MATH16_LEVEL2)
     for c in cases:   # the ops added last are timed with the key off too (sm90.json turns it on)
-        assert c.variants() == ([{M16.KEY: 0}, {M16.KEY: 1}] if c.op in S.MATH16_EXPLICIT else [{M16.KEY: 1}]), c.op
+        want = [{M16.KEY: 0}, {M16.KEY: 1}] if c.op in S.MATH16_EXPLICIT else [{M16.KEY: 1}]
+        if c.op in S.MATH16_LEVEL2:  # level 2 (fast_math16.OPS2) after the level it is compared with (0: no level 1)
+            assert c.op in M16.OPS2 and (S.MATH16_LEVEL2[c.op] == 1) == (c.op in M16.OPS), c.op
+            want = [w for w in want if w[M16.KEY] < S.MATH16_LEVEL2[c.op]] + [{M16.KEY: S.MATH16_LEVEL2[c.op]},
+                                                                               {M16.KEY: 2}]
+        assert c.variants() == want, c.op
     env = dict(os.environ, NBX_TRITON_INTERPRET="1", PYTHONPATH=os.path.join(REPO, "src"))
     proc = subprocess.run([sys.executable, os.path.join(BENCH, "sweep_pointwise.py"), "--device", "cpu", "--smoke",
                            "--group", "math16", "--out", str(tmp_path), "--cases", "erfc bf16,logaddexp bf16",
@@ -121,5 +126,5 @@ def test_math16_smoke_run_compares_the_key_with_the_table(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "sweep_pointwise.csv", encoding="utf-8")))
     assert [(r["case"], r["settings"]) for r in rows] == [
         ("erfc bf16", "table"), ("logaddexp bf16", "table"), ("erfc bf16", '{"FAST_MATH16":1}'),
-        ("logaddexp bf16", '{"FAST_MATH16":1}')], rows
-    assert [r["status"][:9] for r in rows] == ["ok (oracl", "ok (oracl", "ok (tol; ", "ok (tol; "], rows
+        ("logaddexp bf16", '{"FAST_MATH16":1}'), ("erfc bf16", '{"FAST_MATH16":2}')], rows
+    assert [r["status"][:9] for r in rows] == ["ok (oracl", "ok (oracl", "ok (tol; ", "ok (tol; ", "ok (tol; "], rows

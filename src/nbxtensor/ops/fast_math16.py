@@ -135,6 +135,23 @@ def _lg2z(x):
 
 
 @jit
+def _lg2zo(x):
+    """:func:`_lg2z` for the subtrahend of a difference of two lg2: the interpreter pushes its error (``_ERR``) the
+    other way, so that the tests see the two errors add."""
+    if _HW:
+        r = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        f = _flush(x)
+        r = tl.log2(f)
+        if _ERR != 0.0:
+            near = (f >= 0.5) & (f <= 2.0)
+            d = tl.where(near, 2.384185791015625e-07, tl.abs(r) * 2.384185791015625e-07)
+            r = r - _ERR * tl.where(tl.abs(r) < float("inf"), d, 0.0)
+    return r
+
+
+@jit
 def _ex2z(t):
     """2**t, ex2.approx.ftz.f32: one MUFU.EX2, where a subnormal result (t < -126) cannot matter (callers say why)."""
     if _HW:
@@ -468,9 +485,157 @@ OPS = {
     "gelu": ("activation", "_gelu_b", _gelu_m),
 }
 
+# ---------------------------------------------------------------------------------------------------------
 # Level 2 (``FAST_MATH16: 2``): cheaper bodies, float32 intermediate within about 2**-13 relative (still at most one
-# 16-bit ulp from the correctly rounded value). An op absent here keeps its level-1 body at level 2.
-OPS2: dict = {}
+# 16-bit ulp from the correctly rounded value: a 16-bit half ulp is >= 2**-12 relative). Fewer branches computed per
+# element, lower-degree fits, the flushing MUFU forms.
+# ---------------------------------------------------------------------------------------------------------
+
+
+@jit
+def _erf_m2(x, p0, p1, p2):
+    # erf|x| = 1 - 2**(-t Q(t)), t = |x|, Q a degree-4 fit of -log2(erfc(t)) / t on [0, 3] (relative 2**-14.6;
+    # the relative error of erf is about Q's near 0, smaller beyond); t Q(t) >= 11 for every t >= 2.5 (Q's leading
+    # coefficient is positive: erf rounds to 1 there, +inf -> 1), one flushing ex2 (its result is 1 - erf or 0).
+    # Below 2**-8: erf(x) = x 2/sqrt(pi) (relative error x**2/3 < 2**-17); at 2**-8 the subtraction's 2**-22
+    # absolute (ex2's 2 ulp of ~1) is 2**-14.2 relative. NaN -> NaN, -0.0 kept (the small branch).
+    t = tl.abs(x)
+    q = t * 0.0023953324100569606 - 0.0273114820028591
+    q = q * t + 0.1458313787883
+    q = q * t + 0.9195569854256264
+    q = q * t + 1.6278428469811361
+    r = _copysign(1.0 - _ex2z(-t * q), x)
+    return tl.where(t < 0.00390625, x * 1.1283791670955126, r)
+
+
+@jit
+def _erfcx_h(t, k, c5, c4, c3, c2, c1, c0):
+    # P(s), s = 1 / (1 + k t) (the flushing rcp: the argument is >= 1 or +inf -> s = 0), P a degree-5 polynomial
+    s = _rcpz(t * k + 1.0)
+    p = s * c5 + c4
+    p = p * s + c3
+    p = p * s + c2
+    p = p * s + c1
+    return p * s + c0
+
+
+@jit
+def _erfc_m2(x, p0, p1, p2):
+    # erfc(t) = erfcx(t) e**(-t**2), t = |x|, erfcx(t) = P(s), s = 1 / (1 + t / 2), P a degree-5 fit (relative
+    # 2**-15.9 on [0, 9.4]: erfc underflows bfloat16 beyond), its coefficients times 2**-64 and e**(-t**2) 2**64 =
+    # ex2.ftz(t**2 (-log2 e) + 64), normal for t <= 10.3 so that the product rounds once where erfc is subnormal
+    # (beyond, 0 as erfc rounds); the argument's rounding adds t**2 2**-24 log-units (2**-17.5 at t = 9.4), ex2 2 ulp,
+    # rcp 1 ulp (through P). x < 0: 2 - erfc(|x|) in [1, 2]. +inf -> +0, -inf -> 2, NaN -> NaN.
+    t = tl.abs(x)
+    h = _erfcx_h(t, 0.5, -1.072108864623205e-20, 2.9506686493081264e-20, 1.923094722117342e-21,
+                 1.8680882983498365e-20, 1.479248457637668e-20, 2.894476556327459e-23)
+    c = h * _ex2z((t * t) * -_LOG2E + 64.0)
+    return tl.where(x < 0, 2.0 - c, c)
+
+
+@jit
+def _gelu_m2(x, p0, p1, p2):
+    # x Phi(x) = max(x, 0) - |x| h, h = Phi(-|x|) = erfc(|x| / sqrt(2)) / 2 by :func:`_erfc_m2`'s fit (k and the
+    # coefficients rescaled: s = 1 / (1 + |x| / (2 sqrt 2)), P times 2**-65), e**(-x**2 / 2) 2**64 by one flushing
+    # ex2 (normal for |x| <= 14.6, where a bfloat16 result underflows). x (x < 0 ? h : 1 - h) as :func:`_gelu_m`:
+    # -inf -> NaN (-inf * 0, as the default body), +inf -> +inf, NaN -> NaN, zeros signed as x.
+    t = tl.abs(x)
+    h = _erfcx_h(t, 0.35355339059327373, -5.360544323116025e-21, 1.4753343246540632e-20, 9.61547361058671e-22,
+                 9.340441491749183e-21, 7.39624228818834e-21, 1.4472382781637295e-23)
+    h = h * _ex2z((x * x) * (-0.5 * _LOG2E) + 64.0)
+    return x * tl.where(x < 0, h, 1.0 - h)
+
+
+@jit
+def _acosh_m2(x, p0, p1, p2):
+    # acosh(x) = ln(x + sqrt(x**2 - 1)) = ln 2 (lg2((x + sqrt(x - 1) sqrt(x + 1)) / 2) + 1), the half as
+    # x / 2 + sqrt((x - 1) / 4) sqrt(x + 1) (no overflow up to 3.4e38; (x - 1) / 4 by one FMA, exact for 16-bit x);
+    # near 1 the argument is in [0.5, 2]: lg2's 2**-22 absolute against acosh(1 + 2**-10) = 0.044 (float16's first
+    # value past 1) is 2**-17.5 relative. The flushing sqrt (arguments 0 or >= 2**-12) and lg2 (argument >= 0.5).
+    # x < 1 and -inf: sqrt of a negative -> NaN; 1 -> +0 explicitly (not lg2(0.5) + 1: lg2.approx's documented
+    # bound does not promise -1 there); +inf -> +inf; NaN -> NaN.
+    q = _sqrtz(x * 0.25 - 0.25) * _sqrtz(x + 1.0) + x * 0.5
+    return tl.where(x == 1.0, 0.0, (_lg2z(q) + 1.0) * _LN2)
+
+
+@jit
+def _asinh_m2(x, p0, p1, p2):
+    # asinh|x| = ln(|x| + sqrt(x**2 + 1)) = ln 2 (lg2(h + sqrt(h**2 + 1/4)) + 1), h = |x| / 2, the lg2 argument
+    # min(h + sqrt(h**2 + 1/4), |x| + 1/2): the same for finite h**2 (|x| + sqrt(x**2 + 1) <= 2 |x| + 1), |x| past
+    # 3.7e19 where h**2 overflows (asinh = ln 2|x| there). |x| < 2**-6.5: x (relative x**2/6 < 2**-15.5); beyond,
+    # the lg2 argument's roundings and sqrt's ulp (2**-22.4 absolute) and lg2's 2**-22 against asinh >= 2**-6.5
+    # are 2**-15 relative. The flushing sqrt (argument >= 1/4) and lg2 (>= 0.5). +-inf -> +-inf, NaN, -0.0 kept.
+    a = tl.abs(x)
+    h = a * 0.5
+    q = tl.minimum(h + _sqrtz(h * h + 0.25), a + 0.5)
+    r = (_lg2z(q) + 1.0) * _LN2
+    return tl.where(a < 0.011048543456039806, x, _copysign(r, x))
+
+
+@jit
+def _atanh_m2(x, p0, p1, p2):
+    # atanh|x| = (lg2(1 + a) - lg2(1 - a)) ln(2) / 2, a = |x|: the two lg2's 2**-22 absolute and 1 +- a's rounding
+    # against atanh >= 2**-7 are 2**-15.4 relative; below 2**-7 x (relative x**2/3 < 2**-15.5). 1 - a is 0 or
+    # >= 2**-24 in magnitude (the flushing lg2): |x| = 1 -> +-inf, |x| > 1 -> NaN (lg2 of a negative), NaN -> NaN,
+    # -0.0 kept.
+    a = tl.abs(x)
+    r = (_lg2z(1.0 + a) - _lg2zo(1.0 - a)) * (0.5 * _LN2)
+    return tl.where(a < 0.0078125, x, _copysign(r, x))
+
+
+@jit
+def _tanhshrink_m2(x, p0, p1, p2):
+    # x - tanh(x): |x| < 0.4: x**3 Q(x**2), Q a degree-2 fit (relative 2**-17), + 0.0 so that -0.0 gives +0 as
+    # x - tanh(x) does (a tiny x gives x's sign, the exact result's, where the 16-bit result underflows: PyTorch's
+    # x - tanh(x) gives +0.0 where its float32 tanh rounds to x); beyond, x - 1 + 2 / (e**(2x) + 1) (x of either
+    # sign: e**(2x) by one flushing ex2 (0 or +inf at the ends: -inf -> -inf, +inf -> +inf), its + 1 >= 1 by the
+    # flushing rcp): e**(2x)'s 2 ulp and rcp's 1 ulp, 2**-22 absolute, against x - tanh(x) >= 0.02 are 2**-16
+    # relative. NaN -> NaN.
+    w = x * x
+    p = w * 0.0490793400781124 - 0.13304603494063827
+    p = p * w + 0.3333307914126093
+    small = (x * w) * p + 0.0
+    big = _rcpz(_ex2z(x * (2.0 * _LOG2E)) + 1.0) * 2.0 + (x - 1.0)
+    return tl.where(tl.abs(x) < 0.4, small, big)
+
+
+@jit
+def _atan2_m2(y, x, p0, p1, p2):
+    # atan2(y, x) as :func:`_atan2_m` with: atan(z) = z P(z**2), P degree 4 (relative 2**-15); z = min / max of |y|,
+    # |x| (NaN-propagating) both times sc, about 2**(63 - E / 2) for E the larger's biased exponent (0x5F000000 minus
+    # its bits shifted right by one, as an integer: one rounding more in each product, 2**-23 in z), so that the
+    # divisor's exponent is in [-65, 64] and the flushing rcp sees a normal number (a subnormal larger one becomes
+    # >= 2**-71); the divisor plus 2**-100 (both zero: z = 0; +-inf: rcp = 0, z = 0 for a finite smaller one), z = 1
+    # where both are infinite. Special values as :func:`_atan2_m`.
+    a = tl.abs(y)
+    b = tl.abs(x)
+    mx = tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    mn = tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    sc = (0x5F000000 - (mx.to(tl.int32, bitcast=True) >> 1)).to(tl.float32, bitcast=True)
+    z = (mn * sc) * _rcpz(mx * sc + 7.888609052210118e-31)
+    z = tl.where(mn == float("inf"), 1.0, z)
+    w = z * z
+    p = w * 0.023864362061940633 - 0.09192872315088274
+    p = p * w + 0.18521728064353746
+    p = p * w - 0.3317012841313778
+    p = p * w + 0.9999700670355363
+    r = z * p
+    r = tl.where(a > b, 1.5707963267948966 - r, r)
+    r = tl.where(x.to(tl.int32, bitcast=True) < 0, 3.141592653589793 - r, r)
+    return _copysign(r, y)
+
+
+# op name -> (the default body's module and name, the level-2 body). An op absent here keeps its level-1 body.
+OPS2 = {
+    "erf": ("elementwise", "_erf_b", _erf_m2),
+    "erfc": ("elementwise", "_erfc_b", _erfc_m2),
+    "gelu": ("activation", "_gelu_b", _gelu_m2),
+    "acosh": ("elementwise", "_acosh_b", _acosh_m2),
+    "asinh": ("elementwise", "_asinh_b", _asinh_m2),
+    "atanh": ("elementwise", "_atanh_b", _atanh_m2),
+    "atan2": ("elementwise", "_atan2_b", _atan2_m2),
+    "tanhshrink": ("activation", "_tanhshrink_b", _tanhshrink_m2),
+}
 
 _BY_ID: dict | None = None
 
