@@ -373,7 +373,8 @@ def test_kernels_compile_for_sm90(xt, wt, rms, one_tile):
     acc = tl.float64 if xt == "*fp64" else tl.float32
     types = {"x_ptr": xt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "N": "i32", "G": "i32", "CPG": "i32",
              "HW": "i32", "eps": "fp32", "NBLK": "i32"}
-    loop = dict(LOOP_STAGES=None, ROW_STAGES=None, EVICT="", EVICT2="", HW_CVT=True, EVEN=False, LANE_STATS=False)
+    loop = dict(LOOP_STAGES=None, ROW_STAGES=None, EVICT="", EVICT2="", HW_CVT=True, EVEN=False, LANE_STATS=False,
+                CHUNK=0, FULL=False)
     for grouped in ((False, True) if not one_tile and not rms else (False,)):
         H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=one_tile,
                                                         GROUPED=grouped, SHARED=False, ACC=acc, BLOCK_M=1,
@@ -400,7 +401,7 @@ def test_kernels_compile_for_sm90(xt, wt, rms, one_tile):
     if not rms and one_tile:
         types = {"x_ptr": xt, "rm_ptr": wt, "rv_ptr": wt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "S": "i32",
                  "C": "i32", "eps": "fp32"}
-        plain = dict(HW_CVT=False, FMA=False, EVEN=False, LOOP_STAGES=None, EVICT="")
+        plain = dict(HW_CVT=False, FMA=False, EVEN=False, LOOP_STAGES=None, EVICT="", SPLIT=False, EVICT_OUT="")
         H.compile_sm90(N._batch_norm_kernel, types, dict(HAS_W=True, HAS_B=True, ACC=acc, BLOCK_M=4, BLOCK_S=1024,
                                                          **plain))
         # sweep_rows.py's variants: hardware bf16 rounding, one FFMA per element, unmasked, pipelined

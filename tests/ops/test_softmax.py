@@ -311,7 +311,8 @@ def test_kernels_compile_for_sm90(xt, log, one_tile):
     consts = dict(LOG=log, ONE_TILE=one_tile, ACC=tl.float64 if f64 else tl.float32, RCP=not one_tile,
                   LOOP_STAGES=None, EVICT="", EVICT2="", HW_CVT=True, FTZ=not f64,
                   LOWEST=float(np.finfo(np.float64 if f64 else np.float32).min))
-    rows_only = dict(EVEN=False, EXP_OUT=0)  # the rows kernel's one-tile settings (off: the table's behaviour)
+    rows_only = dict(EVEN=False, EXP_OUT=0,  # the rows kernel's one-tile and looped settings (off: the table's)
+                     CHUNK=0, EXP_OUT2=0, FULL=False)
     k = H.compile_sm90(SM._softmax_rows_kernel, types, dict(consts, **rows_only, BLOCK_M=1, BLOCK_N=8192,
                                                             ROW_STAGES=None), num_warps=16)
     if xt == "*bf16":  # HW_CVT: bfloat16 results by the hardware's round-to-nearest-even conversion
@@ -323,6 +324,7 @@ def test_kernels_compile_for_sm90(xt, log, one_tile):
         return
     if one_tile:  # sweep_rows.py's one-tile variant: unmasked, folded ftz exponential, reciprocal
         fast = H.compile_sm90(SM._softmax_rows_kernel, types, dict(consts, RCP=True, EVEN=True, EXP_OUT=2, BLOCK_M=1,
+                                                                   CHUNK=0, EXP_OUT2=0, FULL=False,
                                                                    BLOCK_N=8192, ROW_STAGES=None), num_warps=8)
         ptx = fast.asm["ptx"]
         assert "ex2.approx.ftz.f32" in ptx and ptx.count("div.rn.f32") <= 2  # one reciprocal a row, not 32
