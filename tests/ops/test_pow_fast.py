@@ -170,3 +170,80 @@ def test_sm90_instruction_budget(op, monkeypatch):
     per, ops = _sass_per_element(_compile_as_jit(kernel, kargs, meta), meta)
     assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
     assert per <= budget, f"{op}: {per:.2f} SASS instructions per element, budget {budget}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ALT_REMAINDER (ops/elementwise.py _remainder_a): bit for bit the default body (ATen's fmod formula)
+# ---------------------------------------------------------------------------------------------------------
+def _same_bits(got, exp):
+    g, e = np.asarray(got).astype(np.float64), np.asarray(exp).astype(np.float64)
+    return (g == e) & (np.signbit(g) == np.signbit(e)) | (np.isnan(g) & np.isnan(e))
+
+
+def _remainder_pairs(dt, rng, n):
+    """(fast, mixed): pairs whose quotients stay below 2**21 (every block takes the fma path), among them
+    multiples and near-multiples of the divisor (zeros of both signs, both corrections), and random bit patterns
+    with every special value (mostly blocks that take the default body)."""
+    y = rng.uniform(0.01, 100.0, n) * rng.choice([-1.0, 1.0], n)
+    k = rng.integers(-3000, 3000, n).astype(np.float64)
+    x = np.concatenate([rng.uniform(-1e3, 1e3, n // 2), k[: n - n // 2] * y[: n - n // 2]])
+    # exact multiples (zeros of fmod, signed as x): small integers times divisors of three significant bits
+    ex = rng.random(n) < 0.2
+    yy = rng.integers(1, 8, n) * 2.0 ** rng.integers(-4, 4, n) * rng.choice([-1.0, 1.0], n)
+    x, y = np.where(ex, rng.integers(-20, 21, n) * yy, x), np.where(ex, yy, y)
+    x = np.where(rng.random(n) < 0.05, rng.choice([0.0, -0.0], n), x)
+    y = np.where(rng.random(n) < 0.02, rng.choice([np.inf, -np.inf, 0.0, -0.0, np.nan], n), y)
+    xd, yd = cast_array(x, T.float64, dt), cast_array(y, T.float64, dt)
+    # near-multiples in the dtype itself: one unit in the last place up or down (both corrections of t0)
+    ib = xd.view(np.uint32 if dt is T.float32 else np.uint16)
+    step = np.where(rng.random(n) < 0.4, rng.choice([-1, 1], n), 0).astype(ib.dtype)
+    fin = np.isfinite(xd.astype(np.float64)) & (xd.astype(np.float64) != 0)
+    xd = np.where(fin, (ib + step).view(xd.dtype), xd)
+    if dt is T.float32:
+        # x / y just below an integer (within 2**-23 relative: only float32 operands get there), where a quotient
+        # rounded up truncates one too far
+        m = n // 8
+        yb = yd[:m].astype(np.float64)
+        xb = (rng.integers(1, 5000, m) * yb).astype(np.float32)
+        hi = xb.astype(np.float64) / yb >= np.rint(xb.astype(np.float64) / yb)
+        xb = np.where(hi & np.isfinite(xb) & (xb != 0), np.nextafter(xb, np.float32(0)), xb)
+        xd = np.concatenate([xb, xd[m:]])
+    fast = (xd, yd)
+    if dt is T.float32:
+        bits = rng.integers(0, 1 << 32, (2, n), dtype=np.uint64).astype(np.uint32).view(np.float32)
+    else:
+        bits = rng.integers(0, 1 << 16, (2, n)).astype(np.uint16).view(dt.numpy)
+    return fast, (bits[0].copy(), bits[1].copy())
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16, T.float32], ids=["bfloat16", "float16", "float32"])
+def test_alt_remainder_bit_identical(dt, device):
+    """ALT_REMAINDER gives the default body's remainder bit for bit (signed zeros, NaNs, infinities, subnormal
+    and huge divisors, large quotients through the block's fallback), on blocks of small quotients (the fma path
+    alone) and on random bit patterns (blocks mixing both)."""
+    _skip_plain_cpu(device)
+    rng = np.random.default_rng(11)
+    n = 4096 if H.QUICK else 65536
+    for what, (x, y) in zip(("fast", "mixed"), _remainder_pairs(dt, rng, n)):
+        tx, ty = nbx.from_numpy(np.ascontiguousarray(x)).to(device), nbx.from_numpy(np.ascontiguousarray(y)).to(device)
+        with override("pointwise", ALT_REMAINDER=0):
+            exp = H.result_host(nbx.remainder(tx, ty))
+        with override("pointwise", ALT_REMAINDER=1):
+            got = H.result_host(nbx.remainder(tx, ty))
+        same = _same_bits(got, exp)
+        assert same.all(), (what, x[~same][:6], y[~same][:6], got[~same][:6], exp[~same][:6])
+
+
+@pytest.mark.skipif(H.INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler")
+@pytest.mark.parametrize("warps", [1, 4])
+def test_sm90_alt_remainder_block_test(warps, monkeypatch):
+    """ALT_REMAINDER compiled for sm_90: 16-byte accesses, the block-uniform test one REDUX.MAX (the warp's
+    reduction instruction) without a barrier at one warp per program (shuffles, shared memory and BAR.SYNC with
+    more warps)."""
+    from test_pointwise import _bf16_launch, _compile_as_jit, _sass_per_element
+    with override("pointwise", ALT_REMAINDER=1, BLOCK=512 if warps == 1 else 1024, num_warps=warps):
+        kernel, kargs, meta = _bf16_launch(lambda: nbx.remainder(_e(), _e()), monkeypatch)
+    per, ops = _sass_per_element(_compile_as_jit(kernel, kargs, meta), meta)
+    assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
+    assert "REDUX.MAX.S32" in ops
+    assert any(o.startswith("BAR") for o in ops) == (warps > 1), ops

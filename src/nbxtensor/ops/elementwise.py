@@ -1079,6 +1079,56 @@ def _remainder_b(x, y, p0, p1, p2):
 
 
 @jit
+def _rcp_rem(d):
+    # 1 / d for _remainder_a: rcp.approx.ftz.f32 (1 ulp; subnormal operands and results flush, which its
+    # certificate sends to the default body). The interpreter pushes the exact reciprocal 2**-22 up or down (by two
+    # significand bits of d), past rcp.approx's error, so that the tests meet both corrections of the quotient.
+    if _HW_CVT:
+        r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [d], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        b = d.to(tl.int32, bitcast=True)
+        r = (1.0 / d) * tl.where((((b >> 13) ^ (b >> 16)) & 1) != 0, 1.0 + 2.384185791015625e-07,
+                                 1.0 - 2.384185791015625e-07)
+    return r
+
+
+@jit
+def _remainder_a(x, y, p0, p1, p2):
+    # ALT_REMAINDER (float32 compute only: float32, float16 and bfloat16 results, bit for bit the default body's):
+    # t0 = trunc(x rcp.approx(y)) is within one of T = trunc(x / y) while |x / y| < 2**21 (2**-22.4 relative
+    # error; 2**-21.7 as the interpreter perturbs it); r0 = fma(-t0, y, x) has the sign of the exact x - t0 y, so "r0 opposite to x" (t0 one too far) and
+    # "|r0| >= |y|" (one short: |x - t0 y| >= |y| and rounding is monotone) decide t = T, and fma(-t, y, x) is
+    # fmod(x, y) exactly (fmod's result is representable; the fma rounds once). A zero gets x's sign (fmod's), then
+    # ATen's step: + y where fmod's sign differs from y's (one float32 rounding, as ATen). t == 0 keeps x (y = +-inf:
+    # 0 * inf); y == 0, an infinite x or a NaN give NaN through the quotient and the fmas. A finite x with
+    # |x / y| >= 2**21, a subnormal y (rcp.approx.ftz flushes it) or 2**126 < |y| < inf (its reciprocal would
+    # flush) sends the whole block to the default body (libdevice's fmodf, ATen's formula): a block-uniform
+    # branch, whose tl.max is one REDUX.MAX at num_warps=1 (more warps add shuffles, a shared-memory exchange and a
+    # barrier, which made session 4's per-block fallback slower: see _remainder_b). sm_90 SASS of the bf16 kernel:
+    # the fma path 26 instructions per element, the certificate about 4 more, and the default body's 82.5 static
+    # ones (branchy) stay in the kernel for the slow blocks (119 static in all). Session 4's body of the same kind
+    # compared its certificate per element or reduced it over 4-8 warps; untimed at one warp per program.
+    ay = tl.abs(y)
+    qa = x * _rcp_rem(y)
+    slow = ((tl.abs(qa) >= 2097152.0) & (tl.abs(x) < float("inf")) & (ay > 0.0)) | \
+        ((ay > 8.507059173023462e37) & (ay < float("inf"))) | ((ay < 1.1754943508222875e-38) & (ay > 0.0))
+    if tl.max(slow.to(tl.int32), 0) != 0:
+        r = H.remainder_float(x, y)
+    else:
+        yf = tl.where(ay == float("inf"), 0.0, y)                 # y = +-inf: t = 0, fmod = x (0 * inf: NaN)
+        t0 = libdevice.trunc(qa)
+        r0 = libdevice.fma(t0 * -1.0, yf, x)                      # (* -1.0: a negation the fma takes in)
+        neg = (x < 0) != (y < 0)                                  # (qa's sign but for y = +-inf)
+        qs = tl.where(neg, -1.0, 1.0)
+        over = (r0 != 0) & ((r0 < 0) != (x < 0))
+        t = t0 + tl.where(over, qs * -1.0, tl.where(tl.abs(r0) >= ay, qs, 0.0))
+        m = libdevice.copysign(libdevice.fma(t * -1.0, yf, x), x)  # fmod; its zero has x's sign
+        r = tl.where((m != 0) & neg, m + y, m)
+    return r
+
+
+@jit
 def _fmod_b(x, y, p0, p1, p2):
     if x.dtype.is_floating():
         r = libdevice.fmod(x, y)
@@ -1131,7 +1181,7 @@ _SUBNORMAL_DIVISOR = {
     "mask": lambda x, y: (y != 0) & (np.abs(y) < np.finfo(np.float32).tiny),
     "reason": "PyTorch's CPU fmod/remainder kernels return NaN for subnormal divisors; the exact result is finite"}
 _binary("remainder", _remainder_b, _np_remainder, _or_remainder, input_="Tensor|Scalar", dtypes=NUM,
-        parity_exclude=_SUBNORMAL_DIVISOR,
+        parity_exclude=_SUBNORMAL_DIVISOR, alt=Alt("ALT_REMAINDER", _remainder_a),
         domain="divisor", dunders={"__mod__": "fwd", "__rmod__": "rev", "__imod__": "inplace"},
         errors=[(lambda nbx: (nbx.tensor([5]), nbx.tensor([0])), {}, RuntimeError, "ZeroDivisionError")],
         cpu_only_errors=("ZeroDivisionError",))
