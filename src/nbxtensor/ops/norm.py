@@ -28,9 +28,11 @@ channel ``group * C/G + n // HW`` for its affine parameters); rows that fit ``BL
 rows twice (statistics, then output). With a persistent grid (config ``programs_per_sm``) each program loops over
 row blocks, loads layer_norm's/rms_norm's weight and bias once, and (``LOOP_STAGES``) prefetches the next row
 with ``cp.async`` while it normalises this one; ``EVICT``/``EVICT2`` set L2 policies (benchmarks/sweep_reduce.py
-times these settings on the H200). bfloat16 results are rounded by the hardware's ``cvt.rn.bf16.f32``
-(:func:`~.reduction.out_convert`). ``_batch_norm_kernel`` is elementwise over ``(N*C, spatial)`` rows with
-per-channel scale and shift. Non-contiguous inputs are copied to contiguous first.
+times these settings on the H200; benchmarks/sweep_rows.py the later ones: ``CHUNK``, per-chunk statistics on the
+looped path, :func:`_chunk_stats`; ``maxnreg``, a register cap). bfloat16 results are rounded by the hardware's
+``cvt.rn.bf16.f32`` (:func:`~.reduction.out_convert`). ``_batch_norm_kernel`` is elementwise over ``(N*C, spatial)`` rows with
+per-channel scale and shift (config ``SPLIT``: one program per tile instead of a loop over the spatial
+positions). Non-contiguous inputs are copied to contiguous first.
 
 The ``cpu`` implementations use NumPy in the same dtypes (two-pass statistics); the oracles are float64.
 """
