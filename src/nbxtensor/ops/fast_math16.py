@@ -39,6 +39,17 @@ instructions exactly (NumPy's log2/exp2/division); the exhaustive tests also run
 instruction pushed to the edge of its documented error (:data:`_ERR`, set by the tests), so the argument is
 checked for all 65 536 inputs of each 16-bit dtype, not only for the exact primitives.
 
+Level 2 (``FAST_MATH16: 2``, :data:`OPS2`; an op absent there keeps its level-1 body): the float32 intermediate within
+about 2**-13 relative (a 16-bit half ulp is >= 2**-12 relative, so a result is still at most one 16-bit ulp from the
+correctly rounded value; it lands on the other side of a rounding boundary more often: the tests bound the count per
+op), for fewer instructions per element (sm_90, bf16 in and out, level 1 -> 2): erf 24.25 -> 16.12 (1 - 2**(-t Q(t))
+with one degree-4 fit on [0, 3], x 2/sqrt(pi) below 2**-8: no second branch), erfc 29.38 -> 17.38 and gelu 21.38 ->
+18.38 (erfcx(t) = P(1 / (1 + t/2)), one degree-5 fit on [0, 9.4], times e**(-t**2) by one flushing ex2: no branch
+but the sign's), acosh 24.38 -> 15.12 (ln(x + sqrt(x - 1) sqrt(x + 1)) halved against overflow: no branch), asinh
+22.12 -> 18.00 (one lg2, x below 2**-6.5), atanh 20.12 -> 15.00 (lg2(1 + a) - lg2(1 - a), x below 2**-7), atan2
+42.75 -> 28.75 (degree-4 atan, the operands scaled by an integer-made power of two, no range branches) and tanhshrink
+25.88 (libdevice's tanh) -> 16.12 (x**3 Q(x**2) below 0.4, x - 1 + 2 / (e**(2x) + 1) beyond; level 2 only).
+
 Not kept: sin, cos and tan by a Cody-Waite reduction (three FMAs, exact for |x| <= 105615) and polynomials, with a
 block-uniform branch to libdevice for larger |x|: 27-31 SASS instructions per element on the common path against
 libdevice's 81-87 static, but slower on the H200 (bf16 32768x8192, % of 4.8 TB/s, key off / on: sin 74.3 / 69.3,
@@ -49,8 +60,8 @@ Special values are PyTorch's (checked by the same exhaustive tests): NaN -> NaN,
 function is odd, domain errors give NaN (log of a negative, log1p below -1, atanh beyond +-1, acosh below 1).
 
 pow already has ``ALT_POW`` (ops/elementwise.py) and cosh ``ALT_COSH``. Not covered: asin and acos (libdevice's are
-already 23 SASS instructions per element on sm_90; a fitted polynomial with sqrt.approx took 24-25), tanhshrink (x**3 Q(x**2) below 0.75, x - tanh(x) above: 31.3 SASS instructions per element against
-libdevice's 25.9), the other activations (their own ``fast`` bodies). elu, celu and selu take :func:`_em1` here
+already 23 SASS instructions per element on sm_90; a fitted polynomial with sqrt.approx took 24-25), tanhshrink at level 1 (x**3 Q(x**2) below 0.75, x - tanh(x) above: 31.3 SASS instructions per
+element against libdevice's 25.9; level 2 has one), the other activations (their own ``fast`` bodies). elu, celu and selu take :func:`_em1` here
 instead of their ``fast`` bodies' degree-8 Taylor polynomial and non-flushing exp; gelu ('none') its ``fast`` body's
 erfcx fit with the constants folded and one flushing ex2 (fast_math16's erf pieces would need three branches
 computed per element). An activation's body is added to :data:`OPS` as ("activation", name,
