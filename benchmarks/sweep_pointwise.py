@@ -140,7 +140,8 @@ REMAINDER_VARIANTS = [
 ]
 # The alternative bodies behind config keys (ops/pointwise.py ``Alt``, default off; group ``alt``): the key at the
 # table's schedule first, then with a second schedule. sm_90 SASS per element (bf16): cosh 25.25 -> 8.62, rsqrt
-# 49.12 -> 8.00 (float32 48.12 -> 7.25), pow 124.12 -> 60.25 (pow(x, 2.5) 118.38 -> 51.38); session 4's
+# 49.12 -> 8.00 (float32 48.12 -> 7.25), pow 124.12 -> 60.25 (pow(x, 2.5) 118.38 -> 51.38; session 6's bodies:
+# 48.0 and 12.0, H200 before them pow 53.6 %, pow(x, 2.5) 42.7 % of 4800 GB/s with the key on); session 4's
 # bench_ops: cosh 78 %, rsqrt 82 % of 4800 GB/s, pow 0.861x PyTorch.
 ALT_CASES = [  # (case name, op, key, dtype, input domain, second operand: None, "tensor" or a Python scalar)
     ("cosh bf16", "cosh", "ALT_COSH", "bfloat16", "small", None),

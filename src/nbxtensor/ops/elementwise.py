@@ -16,7 +16,9 @@ compiled without FTZ, :data:`.triton_helpers.IEEE_OPTIONS`), division and square
 (:func:`.triton_helpers.div_rn`, :func:`~.triton_helpers.sqrt_rn`, never Triton's approximate float32 ``/``),
 and max/min/clamp propagate NaN. Alternative bodies behind config keys (default off, for the H200 sweeps; results
 within the tolerance table, PyTorch's special values): ``ALT_RSQRT`` (libdevice's rsqrtf, nvcc's), ``ALT_COSH`` and
-``ALT_POW`` (16-bit results: ex2.approx / rcp.approx formulas).
+``ALT_POW`` (16-bit results: ex2.approx / rcp.approx formulas; products, rcp and sqrt for scalar exponents in
++-{0.5, 1, ..., 3}), ``ALT_REMAINDER`` (float32 compute, bit for bit the default: an fma path with a block-uniform
+fallback).
 Formulas follow ATen's CPU kernels where PyTorch defines edge cases (sources in each docstring).
 
 Integer division by zero (``floor_divide``, ``remainder``, ``fmod``, ``div`` with a rounding mode): the
