@@ -269,3 +269,15 @@ def test_sm90_widening_cast_kernel_has_no_layout_change():
         assert len(ops) <= 60, len(ops)
     ops = _sm90_cast_sass("bf16", "fp32", 8)
     assert "BAR.SYNC.DEFER_BLOCKING" in ops and "LDG.E.128" in ops
+
+
+def test_sm90_copy_rule_for_float32_outputs(monkeypatch):
+    """sm90.json's copy rule gives float32 outputs of large copies the pointwise kernel's 1024-element tiles with
+    4 warps (H200, sweep_pointwise --group issue4, session 6, 32768x8192 into float32, % of 4.8 TB/s, table
+    BLOCK 4096 / 8 warps -> 1024 / 4: bf16 83.2 -> 86.9, f16 82.8 -> 86.6); other large copies keep 4096 / 8."""
+    from nbxtensor.runtime import configs
+    monkeypatch.setattr(configs, "arch_of", lambda device: "sm90")  # (a new arch_of clears the memo)
+    f32 = configs.launch_config("copy", nbx.device("cuda"), dtypes=(T.float32,), numel=1 << 28)
+    bf16 = configs.launch_config("copy", nbx.device("cuda"), dtypes=(T.bfloat16,), numel=1 << 28)
+    assert (f32["BLOCK"], f32["num_warps"]) == (1024, 4) and not f32.get("CAST_VEC")
+    assert (bf16["BLOCK"], bf16["num_warps"]) == (4096, 8)

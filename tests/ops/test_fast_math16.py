@@ -255,6 +255,19 @@ def test_key_off_by_default():
         assert not any(r["config"].get(M16.KEY) for r in rules), name
 
 
+def test_sm90_table_takes_level_2():
+    """sm90.json's pointwise rules for float outputs set FAST_MATH16 to 2 (H200, sweep_pointwise --group math16,
+    session 6, bf16 32768x8192, % of 4.8 TB/s, level 1 -> 2: erf 78.5 -> 89.1, erfc 78.2 -> 89.1, gelu 84.2 -> 88.5,
+    acosh 79.3 -> 89.2, asinh 79.6 -> 89.0, atanh 84.6 -> 89.5, atan2 67.2 -> 88.7, asin 87.2 -> 89.5, acos 85.8 ->
+    87.6, atan 89.1 -> 89.1; tanhshrink key off -> 2: 81.4 -> 89.1); the rules pinned to integer and float8 dtypes
+    have no key."""
+    import json
+    from pathlib import Path
+    rules = json.loads((Path(configs.__file__).parent / "configs" / "sm90.json").read_text())["pointwise"]
+    assert {r["config"].get(M16.KEY) for r in rules if "dtypes" not in r} == {2}
+    assert not any(r["config"].get(M16.KEY) for r in rules if "dtypes" in r)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Compiled tier: sm_90 SASS instructions per element, bf16 32768x8192-like launches (ahead of time, no GPU)
 # ---------------------------------------------------------------------------------------------------------
