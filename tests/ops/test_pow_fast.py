@@ -247,3 +247,43 @@ def test_sm90_alt_remainder_block_test(warps, monkeypatch):
     assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
     assert "REDUX.MAX.S32" in ops
     assert any(o.startswith("BAR") for o in ops) == (warps > 1), ops
+
+
+# PyTorch 2.13 (CPU), torch.pow(x, e) for x = [-0., -inf, inf, -4., 0., nan, 4.]: a Python-scalar exponent of
+# 0.5 / -0.5 is computed as sqrt / rsqrt; a tensor exponent keeps C99's pow
+_HALF_X = [-0.0, -np.inf, np.inf, -4.0, 0.0, np.nan, 4.0]
+_HALF_EXPECTED = {0.5: [-0.0, np.nan, np.inf, np.nan, 0.0, np.nan, 2.0],
+                  -0.5: [-np.inf, np.nan, 0.0, np.nan, np.inf, np.nan, 0.5]}
+_C99_HALF = [0.0, np.inf, np.inf, np.nan, 0.0, np.nan, 2.0]
+
+
+@pytest.mark.parametrize("dt", [T.float32, T.bfloat16, T.float16, T.float64], ids=lambda d: d.name)
+def test_scalar_half_exponent_follows_aten(dt, device):
+    """pow(Tensor, +-0.5) on every path (NumPy on cpu, the default Triton body under the interpreter and on
+    generic GPUs, ALT_POW on sm90) gives PyTorch's sqrt / rsqrt special values; the oracle agrees; the method,
+    the operator, the in-place form and a tensor exponent (C99) too."""
+    if dt is T.float64 and device != "cpu":
+        pytest.skip("float64 runs on the cpu device")
+    x = nbx.tensor(_HALF_X, dtype=dt, device=device)
+    for e, want in _HALF_EXPECTED.items():
+        for got in (nbx.pow(x, e), x ** e, x.clone().pow_(e)):
+            np.testing.assert_array_equal(got.float().cpu().numpy(), np.array(want, np.float32))
+            g = got.float().cpu().numpy()
+            assert list(np.signbit(g) & ~np.isnan(g)) == list(np.signbit(want) & ~np.isnan(want)), (e, dt)
+        from nbxtensor.ops import registry
+        o = registry.get("pow").oracle(np.array(_HALF_X), np.float64(e), half=1 if e > 0 else -1)
+        np.testing.assert_array_equal(o, np.array(want))
+    t = nbx.pow(x, nbx.full_like(x, 0.5)).float().cpu().numpy()
+    np.testing.assert_array_equal(t, np.array(_C99_HALF, np.float32))
+    assert not np.signbit(t[0])
+
+
+@pytest.mark.parity
+def test_parity_scalar_half_exponent():
+    torch = pytest.importorskip("torch")
+    for e in (0.5, -0.5, 2.0, -1.0, 3.0):
+        for dt, tdt in ((nbx.float32, torch.float32), (nbx.bfloat16, torch.bfloat16)):
+            got = nbx.pow(nbx.tensor(_HALF_X, dtype=dt), e).float().numpy()
+            want = torch.pow(torch.tensor(_HALF_X, dtype=tdt), e).float().numpy()
+            np.testing.assert_array_equal(got, want)
+            assert list(np.signbit(got) & ~np.isnan(got)) == list(np.signbit(want) & ~np.isnan(want)), (e, dt)

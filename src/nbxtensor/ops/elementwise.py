@@ -1431,21 +1431,39 @@ _POW_K_ALTS = {k: Alt("ALT_POW", b, narrow=True) for k, b in (
     (-1, _pow_m05), (-2, _pow_m1), (-3, _pow_m15), (-4, _pow_m2), (-5, _pow_m25), (-6, _pow_m3))}
 
 
+@jit
+def _pow_sqrt_b(x, y, p0, p1, p2):
+    # pow(Tensor, 0.5) as ATen's pow_tensor_scalar kernels compute it: sqrt(x) (pow(-0, 0.5) = -0, pow(-inf, 0.5)
+    # = NaN, where C99's pow gives +0 and +inf)
+    return _sqrt_b(x, p0, p1, p2)
+
+
+@jit
+def _pow_rsqrt_b(x, y, p0, p1, p2):
+    # pow(Tensor, -0.5) as ATen: rsqrt(x) (pow(-0, -0.5) = -inf, pow(-inf, -0.5) = NaN; C99: +inf and +0)
+    return _rsqrt_b(x, p0, p1, p2)
+
+
 def _pow_triton(out, inputs, prom, prm):
     # pointwise.make's implementation, with the ALT_POW body picked by the exponent: a scalar (the dispatcher
     # hands it over as a NumPy scalar of the compute dtype) in +-{0.5, 1, ..., 3} with a tensor base takes its
-    # _pow_k body, anything else _pow_a
+    # _pow_k body, anything else _pow_a. A Python-scalar exponent of +-0.5 (``half``, from _pow_prepare) takes
+    # ATen's sqrt / rsqrt bodies by default too.
     alt, e = _POW_ALT, inputs[1]
     if inputs[0].__class__ is Tensor and isinstance(e, (float, int, np.floating, np.integer)) and \
             not isinstance(e, bool):
         alt = _POW_K_ALTS.get(2.0 * float(e), _POW_ALT)
-    launch_pointwise(_pow_b, out, inputs, prom.compute, (), alt=alt)
+    half = prm.get("half", 0)
+    body = _pow_sqrt_b if half > 0 else _pow_rsqrt_b if half < 0 else _pow_b
+    launch_pointwise(body, out, inputs, prom.compute, (), alt=alt)
 
 
 _pow_triton.body, _pow_triton.fast, _pow_triton.alt = _pow_b, None, _POW_ALT
 
 
-def _np_pow(x, y):
+def _np_pow(x, y, half=0):
+    if half:  # a Python-scalar exponent of +-0.5: ATen's sqrt / rsqrt (see _pow_prepare)
+        return np.sqrt(x) if half > 0 else 1 / np.sqrt(x)
     if x.dtype == np.bool_:
         return x | ~np.asarray(y, dtype=bool)
     if x.dtype.kind in "iu":
@@ -1460,8 +1478,12 @@ def _np_pow(x, y):
     return np.power(x, y)
 
 
-def _or_pow(x, y):
+def _or_pow(x, y, half=0):
     x, y = np.asarray(x), np.asarray(y)
+    if half:  # ATen's sqrt / rsqrt for a Python-scalar exponent of +-0.5 (see _pow_prepare)
+        with np.errstate(all="ignore"):
+            r = np.sqrt(x.astype(np.float64))
+            return r if half > 0 else 1 / r
     if x.dtype == np.bool_:
         return np.where(np.asarray(y, dtype=bool), x, True)
     if x.dtype.kind in "iu":
@@ -1489,7 +1511,14 @@ def _pow_prepare(a, prom):
     # ATen's pow(Tensor, Scalar) copies or fills for a bool exponent; its tensor kernel has no bool instance
     check(prom.input is not T.bool_ or not isinstance(e, Tensor), "\"pow\" not implemented for 'Bool' (bool ** "
           "bool tensors; a Python bool exponent is accepted)", NotImplementedError)
-    return {}
+    # ATen's pow(Tensor, Scalar) computes an exponent of 0.5 as sqrt and -0.5 as rsqrt, whose special values differ
+    # from C99's pow at -0 and -inf (PyTorch 2.13: pow(-0., 0.5) = -0., pow(-inf, 0.5) = nan, pow(-0., -0.5) =
+    # -inf, pow(-inf, -0.5) = nan); a tensor exponent of 0.5 keeps C99's pow
+    half = 0
+    if isinstance(x, Tensor) and isinstance(e, (float, np.floating)) and prom.compute.kind == T.KIND_FLOAT and \
+            float(e) in (0.5, -0.5):
+        half = 1 if float(e) > 0 else -1
+    return {"half": half}
 
 
 declare("pow", "pow(Tensor|Scalar input, Tensor|Scalar exponent, *, Tensor? out=None)", family=_FAM, body=_pow_b,
