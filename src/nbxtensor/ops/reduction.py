@@ -1128,6 +1128,7 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
     # ARG_FAST (arg-extrema: the cheaper fold predicate and the two one-value trees, see _fold): raw stages
     meta["ARG_FAST"] = bool(meta.get("ARG_FAST", False)) and meta["KIND"] in (K_ARGMAX, K_ARGMIN) and stage != 2
     meta.pop("COUNT32", None)  # (read by launch_reduction)
+    meta.pop("WORDS", None)    # (read by launch_reduction for the first stage; an override lays it on the second's)
     grid = (cdiv(O, meta["BLOCK_M"]), split) if I == 1 else (O * cdiv(I, meta["BLOCK_I"]), split)
     check(grid[0] < 2 ** 31, lambda: f"reduce: {grid[0]} programs exceed CUDA's grid limit (2**31 - 1)",
           NotImplementedError)
