@@ -194,12 +194,15 @@ def test_one_tile_variants_keep_results(settings, dtn, device):
     tile = H.block(device, "softmax_rows", "BLOCK_N")
     dt = T.dtype_from(dtn)
     rng = np.random.default_rng(13)
-    a = rng.standard_normal((8, tile)).astype(np.float32) * 3
+    a = rng.standard_normal((10, tile)).astype(np.float32) * 3
     a[1, :] = -np.inf
     a[2, 1] = np.inf
     a[3, 2] = np.nan
     a[4] += 1.0e4
     a[5, ::2] = -200.0
+    a[6, ::3] = 3.0e38    # maxima beyond 3.4e38 / log2(e): the fold's m * log2(e) overflowed (NaN rows)
+    a[7, :] = -3.0e38
+    a[7, 1::2] = -2.9e38
     a = a.astype(dt.numpy)  # the values the tensor holds
     x = nbx.from_numpy(a).to(device)
     with override("softmax_rows", **settings):
@@ -235,6 +238,7 @@ def test_looped_chunk_variants_keep_results(settings, dtn, device):
         a[6] += 1.0e4
         a[7] = np.arange(n, dtype=np.float32) / 8  # increasing: every chunk brings a new maximum
         a[8, ::2] = -200.0
+        a[0, tile + 3::5] = 3.0e38  # maxima beyond 3.4e38 / log2(e) (the fold's product overflowed: NaN rows)
         a = a.astype(dt.numpy)  # the values the tensor holds
         x = nbx.from_numpy(a).to(device)
         with override("softmax_rows", **settings):

@@ -81,23 +81,36 @@ def _exp_neg_abs(d, FTZ: tl.constexpr):
 
 
 @jit
+def _fold_k(m):
+    """The multiplier of the folded exponentials ``ex2(x * k - m * k)`` for a row (chunk) maximum ``m``: log2(e),
+    except where ``m * log2(e)`` would overflow float32 (``|m| > 2.35e38``, logits only bfloat16 and float32 can
+    hold), where it is ``2**-90``. There every other value of the row is at least one ulp of ``m`` (>= 2**104)
+    below it, so ``(x - m) 2**-90 <= -2**14`` and its exponential is 0, as ``exp(x - m)`` is in float32, while
+    ``x == m`` still gives ``ex2(0) = 1``; an infinite or NaN ``m`` behaves as with log2(e). (Without it such rows
+    came out NaN: ``m * log2(e) = inf``.)"""
+    return tl.where(tl.abs(m) <= 2.35e38, 1.4426950408889634, 8.077935669463161e-28)
+
+
+@jit
 def _exp_shifted(x, m, MODE: tl.constexpr, ASM: tl.constexpr):
     """``exp(x - m)`` for the one-tile path's written values (config ``EXP_OUT``; ``m`` broadcast to ``x``).
 
     MODE 0 (default): ``tl.exp(x - m)`` (``ex2.approx.f32`` of ``(x - m) * log2(e)``; ptxas adds a range test
     and two predicated multiplies to keep subnormal results). MODE 1: ``ex2.approx.ftz.f32`` of ``(x - m) *
     log2(e)``, one ``MUFU.EX2``: results below ``2**-126`` (``x - m < -87.3``) flush to 0, an absolute change
-    below 1.2e-38. MODE 2: ``ex2.approx.ftz.f32`` of ``fma(x, log2(e), -m * log2(e))`` (log2(e) folded, one
-    ``FFMA`` + one ``MUFU.EX2``); its relative error grows to about ``|m| * 2**-24`` instead of ``|x - m| *
-    2**-24``, so the host takes it for 16-bit outputs only (rtol 2**-8 and more). ASM False (the interpreter,
-    float64): the same arithmetic through ``tl.exp2`` (no flush), so the interpreter tier checks the folding."""
+    below 1.2e-38. MODE 2: ``ex2.approx.ftz.f32`` of ``fma(x, k, -m * k)`` with the row's ``k`` (:func:`_fold_k`:
+    log2(e), folded: one ``FFMA`` + one ``MUFU.EX2``); its relative error grows to about ``|m| * 2**-24`` instead
+    of ``|x - m| * 2**-24``, so the host takes it for 16-bit outputs only (rtol 2**-8 and more). ASM False (the
+    interpreter, float64): the same arithmetic through ``tl.exp2`` (no flush), so the interpreter tier checks the
+    folding."""
     if MODE == 0:
         r = tl.exp(x - m)
     else:
         if MODE == 1:
             a = (x - m) * 1.4426950408889634
         else:
-            a = x * 1.4426950408889634 - m * 1.4426950408889634
+            k = _fold_k(m)
+            a = x * k - m * k
         if ASM:
             r = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [a], dtype=tl.float32, is_pure=True,
                                           pack=1)
@@ -142,14 +155,14 @@ def _chunk_online(m, s, x, FTZ: tl.constexpr, FOLD: tl.constexpr):
     :func:`_exp_neg_abs` serves: a -inf element adds 0; states start at the lowest finite value, so an all -inf
     chunk leaves (lowest, 0); NaN propagates through the maximum into the sum; a +inf maximum gives the NaN sum
     of :func:`_lanes_final`. FOLD (16-bit results only): the elements' exponentials as ``ex2(x * log2(e) - c)``
-    with ``c = max(m' * log2(e), lowest)`` per chunk (one FFMA per element; relative error about ``|m'| *
-    2**-24``, as :func:`_exp_shifted`'s mode 2; the clamp keeps a chunk still at (lowest, 0) from giving
-    ``-inf - -inf``). Logits beyond ``3.4e38 / log2(e) = 2.36e38`` in magnitude (bfloat16 only) overflow the
-    product: the folded forms assume smaller ones."""
+    with ``c = max(m' * k, lowest)`` per chunk and :func:`_fold_k`'s ``k`` (log2(e) unless ``|m'| > 2.35e38``;
+    one FFMA per element; relative error about ``|m'| * 2**-24``, as :func:`_exp_shifted`'s mode 2; the clamp
+    keeps a chunk still at (lowest, 0) from giving ``-inf - -inf``)."""
     mn = maximum_fast(m, nan_max_fast(x, 2))
     if FOLD:
-        c = maximum_fast(mn * 1.4426950408889634, -3.4028234663852886e38)
-        a = x * 1.4426950408889634 - c[:, :, None]
+        k = _fold_k(mn)
+        c = maximum_fast(mn * k, -3.4028234663852886e38)
+        a = x * k[:, :, None] - c[:, :, None]
         if FTZ:
             e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [a], dtype=tl.float32, is_pure=True,
                                           pack=1)
@@ -479,8 +492,9 @@ def _oracle(log: bool):
         ax = wrap_dim(dim, x.ndim) if x.ndim else None
         with np.errstate(all="ignore"):
             m = np.max(x, axis=ax, keepdims=True)
-            lse = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
-            return x - lse if log else np.exp(x - lse)
+            sh = x - m  # (x - (m + log s) loses log s next to a maximum of 1e38: shift first, then divide)
+            s = np.sum(np.exp(sh), axis=ax, keepdims=True)
+            return sh - np.log(s) if log else np.exp(sh) / s
     return oracle
 
 
