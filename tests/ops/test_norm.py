@@ -470,3 +470,23 @@ def test_sm90_chunk_statistics_and_split_batch_norm():
                                                              EVICT_OUT=""), dict(M=16384, S=16384, C=256))
     ops = S.opcodes(k.asm["sass"].splitlines())
     assert not S.loops(k.asm["sass"]) and "LDG.E.128" in ops and "STG.E.128" in ops, ops
+
+
+def test_sm90_table_settings_from_the_h200_sweep(monkeypatch):
+    """sm90.json's norm, batch_norm and looped softmax rules carry the settings sweep_rows.py picked on the H200
+    (session 6, % of 4.8 TB/s, table -> new): layer_norm bf16 32768x8192 maxnreg 64 (81.7 -> 85.5; rms_norm 86.4),
+    group_norm 64x256x128x128 CHUNK 8 (77.1 -> 82.7), batch_norm SPLIT with 2048-element tiles (83.3 -> 88.5),
+    softmax / log_softmax bf16 2048x151936 CHUNK 8 + EXP_OUT2 2 (81.9 / 83.0 -> 85.7 / 85.9); float32 rows of
+    8192 keep their rule (no register cap)."""
+    from nbxtensor.runtime import configs
+    monkeypatch.setattr(configs, "arch_of", lambda device: "sm90")
+    dev = nbx.device("cuda")
+    c = lambda op, dt, **f: configs.launch_config(op, dev, dtypes=(dt,), **f)  # noqa: E731
+    assert c("norm_rows", T.bfloat16, rows=32768, cols=8192).get("maxnreg") == 64
+    assert "maxnreg" not in c("norm_rows", T.float32, rows=32768, cols=8192)
+    assert c("norm_rows", T.bfloat16, rows=64, cols=256)["BLOCK_N"] == 256  # smaller rows keep their rules
+    assert c("norm_rows", T.bfloat16, rows=2048, cols=131072)["CHUNK"] == 8
+    bn = c("batch_norm", T.bfloat16, rows=64 * 256, cols=128 * 128)
+    assert bn["SPLIT"] is True and (bn["BLOCK_M"], bn["BLOCK_S"], bn["LOOP_STAGES"]) == (1, 2048, 0)
+    sm = c("softmax_rows", T.bfloat16, rows=2048, cols=151936)
+    assert (sm["CHUNK"], sm["EXP_OUT2"]) == (8, 2)
