@@ -45,6 +45,7 @@ loads where the shape allows) and ``INTERLEAVE`` (a split's super-tiles dealt ro
 ``maxnreg`` a register cap; ``WORDS`` all/any of 1-byte elements read as int32 words of 4 (contiguous
 reduced axis); ``VAR_SHIFT`` variances keep shifted sums per lane instead of Welford's step (ops/reduction.py,
 ``_fold``); ``ARG_FAST`` arg-extrema's cheaper fold predicate and two one-value lane trees (same bits);
+``ARG_ROW`` arg-extrema of rows up to that width held in registers, two passes (``_arg_row_kernel``);
 ``COUNT32`` count_nonzero counts in int32 (and ``WORDS`` counts float16/bfloat16 two per int32 word); ``LSE_EX2`` logsumexp folds each element through one ``ex2.approx.ftz`` (``lse_step_ex2``, its error
 bound in the docstring; the check against the table's output is by the dtype's tolerance). The reduce rules'
 launch key also has the fact ``state`` (values per lane: 1 sum and
@@ -89,6 +90,20 @@ VARIANTS = {
         {"LOOP_STAGES": 3},
     ],
     "reduce_cols": [  # table: BLOCK_R 16, BLOCK_I 256, 8 warps, LOOP_STAGES 3, split to 1024 programs (>= 1024 rows)
+        # session 6 H200: best sum dim0 81.8 % ({BLOCK_I 256, BLOCK_R 32, 8 warps}), amax dim0 80.4 % (4 warps,
+        # BLOCK_R 8, target_per_sm 8). New, first: 2 KiB of each row per program (BLOCK_I 1024, 4 x 16 B per thread and
+        # row group) in whole waves; no split at all (BLOCK_I 32 / 64: 256 / 128 programs, no second launch, which
+        # costs a few us of the ~110 us); the session's best tile in whole waves.
+        {"LOOP_STAGES": 0, "BLOCK_R": 8, "BLOCK_I": 1024, "num_warps": 8, "UNROLL": 2, "EVEN": True,
+         "target_per_sm": 8, "min_chunk": 256},
+        {"LOOP_STAGES": 0, "BLOCK_R": 4, "BLOCK_I": 1024, "num_warps": 4, "UNROLL": 4, "EVEN": True,
+         "target_per_sm": 16, "min_chunk": 256},
+        {"LOOP_STAGES": 0, "BLOCK_R": 64, "BLOCK_I": 32, "num_warps": 8, "UNROLL": 4, "EVEN": True,
+         "target_programs": 0},
+        {"BLOCK_R": 32, "BLOCK_I": 256, "num_warps": 8, "target_per_sm": 8, "min_chunk": 256},
+        {"BLOCK_R": 8, "BLOCK_I": 512, "num_warps": 4, "LOOP_STAGES": 3, "target_per_sm": 8, "min_chunk": 256},
+        {"LOOP_STAGES": 0, "BLOCK_R": 64, "BLOCK_I": 64, "num_warps": 16, "UNROLL": 4, "EVEN": True,
+         "target_programs": 0},
         # sm_90 (sum / amax dim 0, bf16 32768x8192): stage 1 52 / 58 registers at 8 warps -> 4 blocks (32 warps) per
         # SM, 1024 programs = 1.9 waves of 528; 4.7 / 4.6 loop instructions per element (not issue-bound). Fuller SMs:
         {"num_warps": 4, "BLOCK_R": 8, "target_per_sm": 8, "min_chunk": 256},   # 4-warp blocks, 1056 programs
@@ -110,6 +125,14 @@ VARIANTS = {
     # compare and a NaN test per element and two one-value lane trees instead of the (value, index) tree: 5.38 per
     # element, 418 in the kernel, the same bits (ops/reduction.py _fold, _arg_lanes_fast).
     "reduce_rows (arg)": [
+        # session 6 H200: table (ARG_FAST on) 81.9 %. ARG_ROW (ops/reduction.py _arg_row_kernel): the whole 8192-wide
+        # row in registers, plain 16-byte loads, a one-value max tree then the first position equal to it (no
+        # (value, step) lane state, no loop, no split); sm_90 bf16: 7.5 / 7.1 / 6.3 SASS per element in all (kernel
+        # included) at 4 warps / 8 warps x 2 rows / 4 warps x 2 rows
+        {"ARG_ROW": 8192, "num_warps": 8},
+        {"ARG_ROW": 8192, "num_warps": 4},
+        {"ARG_ROW": 8192, "BLOCK_M": 2, "num_warps": 8},
+        {"ARG_ROW": 8192, "num_warps": 16},
         {"ARG_FAST": True},
         {"ARG_FAST": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2, "LOOP_STAGES": 3, "EVEN": False},
         {"ARG_FAST": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4},

@@ -279,6 +279,27 @@ def compile_sm90_jit(fn, kind, pre, fin, xt, acc, loadt, values: dict, extra: di
                                                                           "enable_reflect_ftz": False})
 
 
+def compile_sm90_arg_row(kind, block_m: int, block_n: int, num_warps: int, xt: str = "*bf16"):
+    """``_arg_row_kernel`` (config key ``ARG_ROW``) compiled for sm90 as the JIT specializes a call on contiguous
+    rows (``sxr`` 1, pointers and the row stride 16-byte aligned), float32 compares, unmasked (``EVEN``)."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from nbxtensor.ops import reduction as R
+    fn = R._arg_row_kernel
+    ident = float("-inf") if kind == R.K_ARGMAX else float("inf")
+    consts = dict(KIND=kind, LOADT=tl.float32, ACC=tl.float32, IDENT=ident, HAS_Y=True, HAS_Y2=True, BLOCK_M=block_m,
+                  BLOCK_N=block_n, EVICT="", OTHER=ident, EVEN=True, sxr=1)
+    types = dict(x_ptr=xt, y_ptr=xt, y2_ptr="*i64", O="i32", R="i32", sxo="i64", syo="i64", sy2o="i64")
+    sig = {n: ("constexpr" if n in consts else types[n]) for n in fn.arg_names}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if n in ("x_ptr", "y_ptr", "y2_ptr",
+                                                                                         "R", "sxo")}
+    src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps,
+                                                                          "enable_reflect_ftz": False})
+
+
 def main_loop(sass: str) -> list:
     """The instructions (opcode and operands) of the longest backward branch of ``sass`` (the main loop)."""
     import re

@@ -878,6 +878,47 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
             tl.store(y2_ptr + o * sy2o + cols * sy2i, convert(res2, y2_ptr.dtype.element_ty), mask=col_ok)
 
 
+@jit
+def _arg_row_kernel(x_ptr, y_ptr, y2_ptr, O, R, sxo, sxr, syo, sy2o,
+                    KIND: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr, IDENT: tl.constexpr,
+                    HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    EVICT: tl.constexpr, OTHER: tl.constexpr, EVEN: tl.constexpr):
+    """``ARG_ROW`` (config key of ``reduce_rows``: the widest row it takes): arg-extrema of BLOCK_M whole rows of
+    ``x[o, r]`` (``R <= BLOCK_N``) held in registers, in two passes over them instead of a (value, step) state
+    per lane: plain loads of the tile (no loop, no cp.async), the extreme ``e`` by the NaN-propagating max/min
+    (one-value tree), then the first position holding it: the smallest ``r`` with ``x == e`` (so -0.0 and +0.0
+    tie: the first of them wins) or, when ``e`` is NaN, with ``x != x`` (the first NaN: a NaN ``e`` implies a
+    NaN in the row, and a non-NaN ``e`` implies none; the NaN test runs only in programs whose rows hold a NaN,
+    a block-uniform branch, so the common path is a compare, a select and a min per element). The value output is that element reloaded (one load per
+    row, an L1/L2 hit) and converted as the loop kernels convert it, so -0.0 and NaN bits are theirs. Masked
+    lanes read ``OTHER`` (the identity, +-inf for floats) or are set to the identity, at positions past every
+    real one: they lose every tie."""
+    pid = tl.program_id(0)
+    rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < O
+    cols = tl.arange(0, BLOCK_N)
+    m = row_ok[:, None] & (cols < R)[None, :]
+    row_off = rows[:, None] * sxo
+    raw = _load_raw(x_ptr + row_off + cols[None, :] * sxr, m, EVEN, OTHER, EVICT)
+    v = convert(raw, LOADT).to(ACC)
+    if not EVEN and OTHER is None:
+        v = tl.where(m, v, IDENT)
+    if KIND == 4:
+        e = nan_max_fast(v, 1)
+    else:
+        e = nan_min_fast(v, 1)
+    if tl.max((e != e).to(tl.int32), 0) != 0:  # block-uniform: a NaN in one of the rows (rare)
+        hit = (v == e[:, None]) | (v != v)
+    else:
+        hit = v == e[:, None]
+    best = tl.min(tl.where(hit, cols[None, :], BLOCK_N), 1)  # < R: the extreme's own position is a hit
+    if HAS_Y2:
+        tl.store(y2_ptr + rows * sy2o, best.to(tl.int64), mask=row_ok)
+    if HAS_Y:
+        w = convert(tl.load(x_ptr + rows * sxo + best.to(tl.int64) * sxr, mask=row_ok), LOADT).to(ACC)
+        tl.store(y_ptr + rows * syo, convert(w, y_ptr.dtype.element_ty), mask=row_ok)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Host side of the kernels
 # ---------------------------------------------------------------------------------------------------------
@@ -1039,6 +1080,23 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
             if kind == K_MIN:
                 pre = P_NO_ZERO_BYTE
             consts.update(PRE=pre, LOADT=TL_DTYPES[loadt.name])
+        arg_row = int(cfg.pop("ARG_ROW", 0) or 0)
+        if arg_row and kind in (K_ARGMAX, K_ARGMIN) and pre == P_NONE and R <= arg_row:
+            # arg-extrema of rows that fit in registers: two passes over the tile (_arg_row_kernel), no split
+            bn = 1 << (R - 1).bit_length()
+            meta = loop_meta(cfg)
+            meta = {k: meta[k] for k in ("num_warps", "maxnreg", "BLOCK_M", "EVICT") if k in meta}
+            meta.update(KIND=kind, LOADT=consts["LOADT"], ACC=consts["ACC"], IDENT=ident, HAS_Y=ya is not None,
+                        HAS_Y2=y2a is not None, BLOCK_N=bn, OTHER=other,
+                        EVEN=bool(cfg.get("EVEN", False)) and R == bn and O % meta["BLOCK_M"] == 0)
+            ya_, y2a_ = (ya if ya is not None else any_out), (y2a if y2a is not None else any_out)
+            launch_quiet(_arg_row_kernel, (cdiv(O, meta["BLOCK_M"]),), x, ya_, y2a_, O, R, sxo, sxr, syo, sy2o,
+                         **meta)
+            if ycopy is not None:
+                ycopy.copy_(ya)
+            if y2copy is not None:
+                y2copy.copy_(y2a)
+            return
         base = cdiv(O, cfg["BLOCK_M"])
     else:
         cfg = launch_config("reduce_cols", dev, dtypes=(x.dtype,), rows=R, cols=I, state=nstate)
@@ -1129,6 +1187,7 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
     meta["ARG_FAST"] = bool(meta.get("ARG_FAST", False)) and meta["KIND"] in (K_ARGMAX, K_ARGMIN) and stage != 2
     meta.pop("COUNT32", None)  # (read by launch_reduction)
     meta.pop("WORDS", None)    # (read by launch_reduction for the first stage; an override lays it on the second's)
+    meta.pop("ARG_ROW", None)  # (read by launch_reduction; an override lays it on every rule's answer)
     grid = (cdiv(O, meta["BLOCK_M"]), split) if I == 1 else (O * cdiv(I, meta["BLOCK_I"]), split)
     check(grid[0] < 2 ** 31, lambda: f"reduce: {grid[0]} programs exceed CUDA's grid limit (2**31 - 1)",
           NotImplementedError)
