@@ -36,8 +36,10 @@ from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.promotion import get_default_dtype
+from ..runtime.configs import launch_config
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 from ..tensor.core import Tensor
+from . import fast_math16 as _M16
 from . import triton_helpers as H
 from .pointwise import Alt, _cvt, declare, launch_pointwise
 from .triton_helpers import libdevice
@@ -1265,6 +1267,76 @@ def _pow_a(x, y, p0, p1, p2):
 
 
 @jit
+def _pow2_base(ry, y, x):
+    # _pow_a2's log2 operand: x where y is not an integer (rint(y) != y, NaN y too) and x > -inf, else |x|. The two
+    # tests combine in one predicate (setp.and: FSETP, FSETP.AND, FSEL), where Triton's select of an "and" becomes a
+    # chain of two selects.
+    if _HW_CVT:
+        r = tl.inline_asm_elementwise(
+            "{ .reg .pred p; .reg .f32 t; setp.neu.f32 p, $1, $2; setp.gt.and.f32 p, $3, 0fFF800000, p; "
+            "abs.f32 t, $3; selp.f32 $0, $3, t, p; }", "=f,f,f,f", [ry, y, x], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        r = tl.where((ry != y) & (x > float("-inf")), x, tl.abs(x))
+    return r
+
+
+@jit
+def _pow2_half_t(hy, lg):
+    # _pow_a2's t / 2 = hy lg, 0 where hy == 0 or lg == 0 (0 * inf and 0 * NaN included): one predicate (setp.or)
+    if _HW_CVT:
+        r = tl.inline_asm_elementwise(
+            "{ .reg .pred p; .reg .f32 t; setp.eq.f32 p, $1, 0f00000000; setp.eq.or.f32 p, $2, 0f00000000, p; "
+            "mul.rn.f32 t, $1, $2; selp.f32 $0, 0f00000000, t, p; }", "=f,f,f", [hy, lg], dtype=tl.float32,
+            is_pure=True, pack=1)
+    else:
+        r = tl.where((hy == 0) | (lg == 0), 0.0, hy * lg)
+    return r
+
+
+@jit
+def _pow2_sign(res, x, ry, y, rh, hy):
+    # _pow_a2's sign: copysign(res, x) where y is an odd integer (rint(y) == y and rint(y / 2) != y / 2), else res;
+    # one predicate (setp.and)
+    if _HW_CVT:
+        r = tl.inline_asm_elementwise(
+            "{ .reg .pred p; .reg .f32 t; setp.eq.f32 p, $3, $4; setp.neu.and.f32 p, $5, $6, p; "
+            "copysign.f32 t, $2, $1; selp.f32 $0, t, $1, p; }", "=f,f,f,f,f,f,f", [res, x, ry, y, rh, hy],
+            dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        r = tl.where((ry == y) & (rh != hy), libdevice.copysign(res, x), res)
+    return r
+
+
+@jit
+def _pow_a2(x, y, p0, p1, p2):
+    # ALT_POW = 2 (16-bit results, a tensor exponent; float32 compute): FAST_MATH16 level 2's accuracy (the float32
+    # result within about 2**-13 relative, so at most one 16-bit ulp from the correctly rounded value) for fewer
+    # instructions than _pow_a's half-log series. 2**t, t = y log2|x|, as (2**(t/2))**2 (one ex2.approx.ftz and a
+    # square: t/2 < -126 means 2**t < 2**-252, zero either way; subnormal results come from the unflushed square).
+    # log2|x|: lg2.approx.f32 (MUFU.LG2, unflushed: ptxas rescales subnormals), absolute error 2**-22 in [0.5, 2] and
+    # 2**-22 relative elsewhere, except for |x| in (0.875, 1.125), where an absolute error is not enough (x = 1 + u,
+    # log2 x ~ u / ln 2 is small while |y| may reach |t| / |log2 x|): there log2(1 + u) = u P(u), u = |x| - 1
+    # exact, P a degree-4 fit (2**-21.4 relative on [-0.125, 0.126]). Outside it |log2 x| >= 2**-2.56, so log2|x|
+    # is within 2**-19.4 relative everywhere; t is then off by |t| 2**-19.4 (plus t's rounding, 2**-24 |t|) and
+    # 2**t by ln 2 |t| 2**-19.4 relative, <= 2**-13.2 for |t| <= 133 (bfloat16's range: beyond it the result is
+    # 0 or inf whatever the error) and <= 2**-15.2 for |t| <= 25 (float16's), plus 2**-21 from ex2 and the square.
+    # Special values as C99 pow (PyTorch's; _pow_a's rules, fewer selects): y == 0 or |x| == 1 -> 1 (log2|x| is 0
+    # exactly there and only there; NaN operands too); 0 and inf through log2 = -inf / +inf; a negative finite x
+    # to a non-integer y (NaN y too) takes log2 of x itself, NaN; an odd integer y gives x's sign (-0, -inf too).
+    ry = libdevice.rint(y)
+    hy = 0.5 * y                                              # exact: y >= 2**-133 (a 16-bit exponent) or 0
+    a = _pow2_base(ry, y, x)                                  # |x| for -inf: (-inf)**0.5 = inf, (-inf)**-0.5 = 0
+    u = a - 1.0
+    q = u * 0.2927178144454956 - 0.3654635548591614
+    q = q * u + 0.4808785915374756
+    q = q * u - 0.721328616142273
+    q = q * u + 1.4426950216293335
+    lg = tl.where(tl.abs(u) < 0.125, u * q, _M16._lg2(a))
+    e = _M16._ex2z(_pow2_half_t(hy, lg))
+    return _pow2_sign(e * e, x, ry, y, libdevice.rint(hy), hy)   # (y = +-inf: even)
+
+
+@jit
 def _rcp_k(d, FTZ: tl.constexpr):
     # 1 / d for _pow_k: rcp.approx.f32 (1 ulp), .ftz where a subnormal operand or result cannot matter (the caller
     # says why; the interpreter flushes as the GPU would); rcp(+-0) = +-inf, rcp(+-inf) = +-0
@@ -1425,6 +1497,7 @@ def _pow_m3(x, y, p0, p1, p2):
 
 
 _POW_ALT = Alt("ALT_POW", _pow_a, narrow=True)
+_POW_ALT2 = Alt("ALT_POW", _pow_a2, narrow=True)  # ALT_POW = 2 (_pow_triton picks it)
 # ALT_POW's bodies for a Python-scalar exponent y (a tensor base), by 2 y
 _POW_K_ALTS = {k: Alt("ALT_POW", b, narrow=True) for k, b in (
     (1, _pow_p05), (2, _pow_p1), (3, _pow_p15), (4, _pow_p2), (5, _pow_p25), (6, _pow_p3),
@@ -1453,6 +1526,9 @@ def _pow_triton(out, inputs, prom, prm):
     if inputs[0].__class__ is Tensor and isinstance(e, (float, int, np.floating, np.integer)) and \
             not isinstance(e, bool):
         alt = _POW_K_ALTS.get(2.0 * float(e), _POW_ALT)
+    if alt is _POW_ALT and out._dtype in (T.bfloat16, T.float16) and \
+            launch_config("pointwise", out.device, dtypes=(out._dtype,), numel=out.numel()).get("ALT_POW") == 2:
+        alt = _POW_ALT2  # ALT_POW = 2: the general body at FAST_MATH16 level 2's accuracy (scalar bodies unchanged)
     half = prm.get("half", 0)
     body = _pow_sqrt_b if half > 0 else _pow_rsqrt_b if half < 0 else _pow_b
     launch_pointwise(body, out, inputs, prom.compute, (), alt=alt)
