@@ -124,12 +124,13 @@ GRID = [
 # per SM), 34 at 2048 / 8. (Two branch-free float32 bodies were timed here in session 4 and dropped, slower on the
 # H200: see _remainder_b in ops/elementwise.py.)
 REMAINDER_VARIANTS = [
-    # ALT_REMAINDER (ops/elementwise.py _remainder_a: bit for bit the table's body): an fma path for quotients below
-    # 2**21 (26 SASS instructions per element on sm_90 plus a 4-compare certificate) with the table's body for any
-    # block holding a larger one; one warp per program makes that block-uniform test one REDUX.MAX (no barrier)
-    {"ALT_REMAINDER": 1, "BLOCK": 512, "num_warps": 1},
-    {"ALT_REMAINDER": 1, "BLOCK": 256, "num_warps": 1},
+    # ALT_REMAINDER (ops/elementwise.py _remainder_a: bit for bit the table's body): an fma path with an exact
+    # certificate and a per-element branch to an exact fmod on the bits (sm_90 bf16: 22.6 SASS instructions per
+    # element on the fast path, 127.6 static). (Its first version, a block-uniform fallback at one warp per
+    # program: 63.3 % of 4800 GB/s, dropped.)
     {"ALT_REMAINDER": 1, "BLOCK": 1024, "num_warps": 4},
+    {"ALT_REMAINDER": 1, "BLOCK": 2048, "num_warps": 8},
+    {"ALT_REMAINDER": 1, "BLOCK": 2048, "num_warps": 4},
     {"BLOCK": 2048, "num_warps": 8},                          # 48 warps per SM
     {"BLOCK": 1024, "num_warps": 4},
     # 4 elements per thread (8-byte bf16 accesses), as PyTorch's vectorized kernel: more warps per SM to hide the
@@ -149,7 +150,11 @@ ALT_CASES = [  # (case name, op, key, dtype, input domain, second operand: None,
     ("pow bf16", "pow", "ALT_POW", "bfloat16", "positive", "tensor"),
     ("pow scalar bf16", "pow", "ALT_POW", "bfloat16", "positive", 2.5),
     ("remainder alt bf16", "remainder", "ALT_REMAINDER", "bfloat16", "nonzero", "tensor"),
+    # ALT_POW = 2 (_pow_a2, the tensor-exponent body at FAST_MATH16 level 2's accuracy; sm_90 bf16 32.5 SASS per
+    # element against ALT_POW 1's 48.0, H200 70.5 %); a key "KEY=v" sets v
+    ("pow alt2 bf16", "pow", "ALT_POW=2", "bfloat16", "positive", "tensor"),
     ("rsqrt f32", "rsqrt", "ALT_RSQRT", "float32", "positive", None),
+    ("remainder alt f32", "remainder", "ALT_REMAINDER", "float32", "nonzero", "tensor"),
 ]
 # FAST_MATH16 (ops/fast_math16.py, default off; group ``math16``): the ops whose 16-bit bodies it replaces, bf16
 # 32768x8192 (the second operand of the binary ops the same), domains as bench_ops.py. sm_90 SASS per element,
@@ -297,8 +302,10 @@ def build_alt_cases(nbx, smoke: bool) -> list[Case]:
         else:
             call = lambda t, f=f, v=second: f(t[0], v)  # noqa: E731
             orc = lambda hs, rec=rec, v=second: rec.oracle(np.asarray(hs[0], np.float64), np.float64(v))  # noqa: E731
+        key, _, val = key.partition("=")
+        val = int(val or 1)
         cases.append(Case(name, "pointwise", op, specs, call, orc, dt,
-                          variants=[{key: 1}, {key: 1, "BLOCK": 2048, "num_warps": 8}], geomean=False))
+                          variants=[{key: val}, {key: val, "BLOCK": 2048, "num_warps": 8}], geomean=False))
     return cases
 
 

@@ -17,8 +17,9 @@ compiled without FTZ, :data:`.triton_helpers.IEEE_OPTIONS`), division and square
 and max/min/clamp propagate NaN. Alternative bodies behind config keys (default off, for the H200 sweeps; results
 within the tolerance table, PyTorch's special values): ``ALT_RSQRT`` (libdevice's rsqrtf, nvcc's), ``ALT_COSH`` and
 ``ALT_POW`` (16-bit results: ex2.approx / rcp.approx formulas; products, rcp and sqrt for scalar exponents in
-+-{0.5, 1, ..., 3}), ``ALT_REMAINDER`` (float32 compute, bit for bit the default: an fma path with a block-uniform
-fallback).
++-{0.5, 1, ..., 3}; ``ALT_POW: 2`` a tensor exponent's body at FAST_MATH16 level 2's accuracy), ``ALT_REMAINDER``
+(float32 compute, bit for bit the default: an fma path with an exact certificate and a per-element branch to an exact
+fmod on the bits).
 Formulas follow ATen's CPU kernels where PyTorch defines edge cases (sources in each docstring).
 
 Integer division by zero (``floor_divide``, ``remainder``, ``fmod``, ``div`` with a rounding mode): the
@@ -1097,38 +1098,136 @@ def _rcp_rem(d):
     return r
 
 
+# fmod(x, y) for _remainder_a, compiled tier: the fast path and, under a per-element branch, the exact slow path
+# (musl's fmodf on the bits: normalise, one bit per step, renormalise). PTX labels are local to the { } block.
+_FMOD_PTX = tl.constexpr("""{
+.reg .pred p, pn;
+.reg .f32 ax, ay, q, r;
+.reg .b32 ux, uy, t, t2, ex, ey, sx, mx, my, i, lz;
+abs.f32 ax, $1;
+abs.f32 ay, $2;
+rcp.approx.ftz.f32 q, ay;
+mul.rn.f32 q, ax, q;
+fma.rn.f32 q, q, 0f35000000, q;
+cvt.rzi.f32.f32 q, q;
+neg.f32 q, q;
+fma.rn.f32 r, q, ay, ax;
+setp.ge.f32 p, r, 0f00000000;
+setp.lt.and.f32 p, r, ay, p;
+copysign.f32 $0, $1, r;
+@p bra DONE;
+mov.b32 ux, $1;
+mov.b32 uy, $2;
+shl.b32 t, uy, 1;
+shl.b32 t2, ux, 1;
+and.b32 sx, ux, 0x80000000;
+setp.eq.u32 pn, t, 0;
+setp.gt.or.u32 pn, t, 0xff000000, pn;
+setp.ge.or.u32 pn, t2, 0xff000000, pn;
+@pn bra NAN;
+setp.lt.u32 pn, t2, t;
+@pn bra SMALL;
+setp.eq.u32 pn, t2, t;
+@pn bra ZERO;
+bfe.u32 ex, ux, 23, 8;
+bfe.u32 ey, uy, 23, 8;
+and.b32 mx, ux, 0x007fffff;
+and.b32 my, uy, 0x007fffff;
+setp.eq.u32 pn, ex, 0;
+@!pn or.b32 mx, mx, 0x00800000;
+@pn clz.b32 lz, mx;
+@pn sub.s32 lz, lz, 8;
+@pn shl.b32 mx, mx, lz;
+@pn sub.s32 ex, 1, lz;
+setp.eq.u32 pn, ey, 0;
+@!pn or.b32 my, my, 0x00800000;
+@pn clz.b32 lz, my;
+@pn sub.s32 lz, lz, 8;
+@pn shl.b32 my, my, lz;
+@pn sub.s32 ey, 1, lz;
+LOOP:
+setp.le.s32 pn, ex, ey;
+@pn bra TAIL;
+sub.s32 i, mx, my;
+setp.ge.s32 pn, i, 0;
+@pn mov.b32 mx, i;
+shl.b32 mx, mx, 1;
+sub.s32 ex, ex, 1;
+bra LOOP;
+TAIL:
+sub.s32 i, mx, my;
+setp.ge.s32 pn, i, 0;
+@pn mov.b32 mx, i;
+setp.eq.u32 pn, mx, 0;
+@pn bra ZERO;
+clz.b32 lz, mx;
+sub.s32 lz, lz, 8;
+shl.b32 mx, mx, lz;
+sub.s32 ex, ex, lz;
+setp.gt.s32 pn, ex, 0;
+@pn sub.s32 mx, mx, 0x00800000;
+@pn shl.b32 t, ex, 23;
+@pn or.b32 mx, mx, t;
+@!pn sub.s32 t, 1, ex;
+@!pn shr.u32 mx, mx, t;
+or.b32 mx, mx, sx;
+mov.b32 $0, mx;
+bra DONE;
+ZERO:
+mov.b32 $0, sx;
+bra DONE;
+SMALL:
+mov.b32 $0, ux;
+bra DONE;
+NAN:
+mov.b32 $0, 0x7fffffff;
+DONE:
+}""") if HAVE_TRITON else None
+
+
+@jit
+def _fmod_a(x, y):
+    # fmod(x, y) for _remainder_a (float32): q = trunc(|x| rcp.approx(|y|) (1 + 2**-21)), r = fma(-q, |y|, |x|),
+    # and r with x's sign when 0 <= r < |y| (the certificate), else the exact slow path. The certificate is sound for
+    # any q: r is |x| - q|y| rounded once, so q one too large gives r < 0 and one too small r >= |y| (rounding is
+    # monotone, and a nonzero multiple of the operands' unit never rounds to zero); with q the true truncated
+    # quotient r is fmod's result exactly (representable, one rounding). It passes unless |x / y| is near or above
+    # 2**20 (rcp.approx's 1 ulp and the product's rounding, 2**-22.4, against the bias 2**-21: a quotient that is an
+    # integer N < 2**20 truncates to N, any other to its integer part while 2**-20.4 relative from the next integer,
+    # so every quotient below 2**12 of 16-bit operands (8 or 11 significant bits: a fraction of at least 2**-11
+    # relative of its integer part)), and fails for the special operands (y = 0, +-inf or NaN, x = +-inf or NaN,
+    # subnormal y: rcp.approx.ftz flushes), which the slow path handles as fmod does. The interpreter computes the
+    # same fast path, with the reciprocal pushed 2**-22 up or down as _rcp_rem does, and libdevice's fmod (NumPy's)
+    # where the certificate fails.
+    if _HW_CVT:
+        m = tl.inline_asm_elementwise(_FMOD_PTX, "=f,f,f", [x, y], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        ax = tl.abs(x)
+        ay = tl.abs(y)
+        rc = _rcp_rem(ay)
+        rc = tl.where(tl.abs(rc) < 1.1754943508222875e-38, rc * 0.0, rc)  # .ftz: a subnormal result flushes
+        rc = tl.where(ay < 1.1754943508222875e-38, float("inf"), rc)      # .ftz: a subnormal operand flushes
+        q = ax * rc
+        q = libdevice.trunc(libdevice.fma(q, 4.76837158203125e-07, q))
+        r = libdevice.fma(q * -1.0, ay, ax)
+        ok = (r >= 0.0) & (r < ay)
+        m = tl.where(ok, libdevice.copysign(r, x), libdevice.fmod(x, y))
+    return m
+
+
 @jit
 def _remainder_a(x, y, p0, p1, p2):
-    # ALT_REMAINDER (float32 compute only: float32, float16 and bfloat16 results, bit for bit the default body's):
-    # t0 = trunc(x rcp.approx(y)) is within one of T = trunc(x / y) while |x / y| < 2**21 (2**-22.4 relative
-    # error; 2**-21.7 as the interpreter perturbs it); r0 = fma(-t0, y, x) has the sign of the exact x - t0 y, so "r0 opposite to x" (t0 one too far) and
-    # "|r0| >= |y|" (one short: |x - t0 y| >= |y| and rounding is monotone) decide t = T, and fma(-t, y, x) is
-    # fmod(x, y) exactly (fmod's result is representable; the fma rounds once). A zero gets x's sign (fmod's), then
-    # ATen's step: + y where fmod's sign differs from y's (one float32 rounding, as ATen). t == 0 keeps x (y = +-inf:
-    # 0 * inf); y == 0, an infinite x or a NaN give NaN through the quotient and the fmas. A finite x with
-    # |x / y| >= 2**21, a subnormal y (rcp.approx.ftz flushes it) or 2**126 < |y| < inf (its reciprocal would
-    # flush) sends the whole block to the default body (libdevice's fmodf, ATen's formula): a block-uniform
-    # branch, whose tl.max is one REDUX.MAX at num_warps=1 (more warps add shuffles, a shared-memory exchange and a
-    # barrier, which made session 4's per-block fallback slower: see _remainder_b). sm_90 SASS of the bf16 kernel:
-    # the fma path 26 instructions per element, the certificate about 4 more, and the default body's 82.5 static
-    # ones (branchy) stay in the kernel for the slow blocks (119 static in all). Session 4's body of the same kind
-    # compared its certificate per element or reduced it over 4-8 warps; untimed at one warp per program.
-    ay = tl.abs(y)
-    qa = x * _rcp_rem(y)
-    slow = ((tl.abs(qa) >= 2097152.0) & (tl.abs(x) < float("inf")) & (ay > 0.0)) | \
-        ((ay > 8.507059173023462e37) & (ay < float("inf"))) | ((ay < 1.1754943508222875e-38) & (ay > 0.0))
-    if tl.max(slow.to(tl.int32), 0) != 0:
-        r = H.remainder_float(x, y)
+    # ALT_REMAINDER (float32 compute: float32, float16 and bfloat16 results, bit for bit the default body's): ATen's
+    # formula around _fmod_a (a fast fma path with an exact certificate, and a per-element branch to an exact fmod on
+    # the bits where it fails: large quotients and special operands), the step "+ y where fmod's sign differs from
+    # y's" rounded once as ATen. Replaces session 6's first ALT_REMAINDER (the same fma path for quotients below
+    # 2**21 with the default body for any block holding a larger one, a block-uniform branch at one warp per
+    # program: 63.3 % of 4.8 TB/s on bf16 32768x8192, against the default's 77 %).
+    if x.dtype.is_floating():
+        m = _fmod_a(x, y)
+        r = tl.where((m != 0) & ((y < 0) != (m < 0)), m + y, m)
     else:
-        yf = tl.where(ay == float("inf"), 0.0, y)                 # y = +-inf: t = 0, fmod = x (0 * inf: NaN)
-        t0 = libdevice.trunc(qa)
-        r0 = libdevice.fma(t0 * -1.0, yf, x)                      # (* -1.0: a negation the fma takes in)
-        neg = (x < 0) != (y < 0)                                  # (qa's sign but for y = +-inf)
-        qs = tl.where(neg, -1.0, 1.0)
-        over = (r0 != 0) & ((r0 < 0) != (x < 0))
-        t = t0 + tl.where(over, qs * -1.0, tl.where(tl.abs(r0) >= ay, qs, 0.0))
-        m = libdevice.copysign(libdevice.fma(t * -1.0, yf, x), x)  # fmod; its zero has x's sign
-        r = tl.where((m != 0) & neg, m + y, m)
+        r = _remainder_b(x, y, p0, p1, p2)
     return r
 
 
