@@ -45,6 +45,7 @@ loads where the shape allows) and ``INTERLEAVE`` (a split's super-tiles dealt ro
 ``maxnreg`` a register cap; ``WORDS`` all/any of 1-byte elements read as int32 words of 4 (contiguous
 reduced axis); ``VAR_SHIFT`` variances keep shifted sums per lane instead of Welford's step (ops/reduction.py,
 ``_fold``); ``ARG_FAST`` arg-extrema's cheaper fold predicate and two one-value lane trees (same bits);
+``LSE_TILE`` logsumexp rescales once per lane and step (``lse_tile_scale``; 8: lanes of 8 neighbours);
 ``ARG_ROW`` arg-extrema of rows up to that width held in registers, two passes (``_arg_row_kernel``);
 ``COUNT32`` count_nonzero counts in int32 (and ``WORDS`` counts float16/bfloat16 two per int32 word); ``LSE_EX2`` logsumexp folds each element through one ``ex2.approx.ftz`` (``lse_step_ex2``, its error
 bound in the docstring; the check against the table's output is by the dtype's tolerance). The reduce rules'
@@ -171,6 +172,14 @@ VARIANTS = {
     # instructions per element: libdevice's expf and NaN-testing max/min selects; 37 % in session 4's run). LSE_EX2
     # folds each element with one ex2.approx.ftz and a max.NaN (ops/reduction.py lse_step_ex2): 10.3 per element.
     "reduce_rows (logsumexp)": [
+        # session 6 H200: table (LSE_EX2) 72.7 %. LSE_TILE: one rescale per lane and step (lse_tile_scale): 8 = lanes of
+        # 8 neighbours (a thread's 16-byte vector, max in registers), 6.6 loop SASS per element on the table's tile
+        # (BLOCK_R 512, 2 warps, UNROLL 4, EVEN); True = a state per tile element, 7.8. The check against the table's
+        # output is by the tolerance table (sums)
+        {"LSE_TILE": 8},
+        {"LSE_TILE": 8, "BLOCK_R": 1024, "num_warps": 4},
+        {"LSE_TILE": 8, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2, "LOOP_STAGES": 3, "EVEN": False},
+        {"LSE_TILE": True},
         {"LSE_EX2": True},
         {"LSE_EX2": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2},
         {"LSE_EX2": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4},

@@ -232,6 +232,8 @@ def compile_sm90(fn, types: dict, constexprs: dict, num_warps: int = 4):
     from triton.compiler import ASTSource
     if "ARG_FAST" in fn.arg_names:  # a variant key with a default (off) in the reduction kernels
         constexprs = dict({"ARG_FAST": False}, **constexprs)
+    if "LSE_TILE" in fn.arg_names:  # (the rows kernel's)
+        constexprs = dict({"LSE_TILE": False}, **constexprs)
     sig = {name: ("constexpr" if name in constexprs else types[name]) for name in fn.arg_names}
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
                        options={"num_warps": num_warps, "enable_reflect_ftz": False})
@@ -259,6 +261,8 @@ def compile_sm90_jit(fn, kind, pre, fin, xt, acc, loadt, values: dict, extra: di
                                                                                   R.K_WELFORD),
                   LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None,
                   UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False, LSE_EX2=False, ARG_FAST=False)
+    if "LSE_TILE" in fn.arg_names:
+        consts["LSE_TILE"] = False
     consts.update(extra)
     sig, attrs = {}, {}
     for i, n in enumerate(fn.arg_names):

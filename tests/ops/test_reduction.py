@@ -938,11 +938,76 @@ def test_lse_ex2_special_values_and_worst_cases(device):
     np.testing.assert_array_equal(d0, d1)
 
 
+def _lse_tile_bound(n_lane: int, per_step: int) -> float:
+    """reduction.lse_tile_scale's bound on the lane sums' relative error: ``n_lane`` elements, ``per_step`` a step."""
+    return n_lane * 2.0 ** -24 * (6.2 + (7 + 3 * math.log(max(n_lane, 1))) / per_step)
+
+
+@pytest.mark.parametrize("group", [True, 4])
+def test_lse_tile_special_values_and_worst_cases(group, device, monkeypatch):
+    """``LSE_TILE`` (logsumexp: one rescale per lane and step; True: a state per tile element, 4: per group of 4
+    neighbours) against the float64 oracle: rows where every element is a new maximum of its lane at the ``|d|``
+    that maximise the bound (1, 3, 1/4, 8), constant, huge (1e30, 1e10 + steps, +-3e38 where ``m * log2(e)``
+    overflows), subnormal and signed-zero rows, and the special values (all -inf, all +inf, +inf with -inf, a NaN,
+    one finite element among -inf), within the table's tolerance and the docstring's bound; UNROLL 1/2/4, unmasked
+    (EVEN) and ragged rows (masked lanes read -inf), one stage and a split; float64 inputs ignore the key."""
+    from nbxtensor.ops import reduction as R
+    from nbxtensor.runtime.configs import override
+    if device == "cpu" and os.environ.get("NBX_TRITON_INTERPRET", "0") != "1":
+        pytest.skip("the cpu implementation launches no kernel")
+    seen = []
+    real = R.launch_quiet
+    monkeypatch.setattr(R, "launch_quiet", lambda k, g, *a_, **m: (seen.append(m.get("LSE_TILE")),
+                                                                    real(k, g, *a_, **m))[1])
+    n, blk = 512, 8
+    i = np.arange(n, dtype=np.float64)
+    rng = np.random.default_rng(6)
+    rows = [i / blk - 100, i * 3 / blk, i / (4 * blk), i * 8 / blk - 5000, np.full(n, 3.25), 1e30 + 0 * i,
+            1e10 + i * 1024, np.where(i == 7, 3e38, i), np.full(n, -3e38), np.where(i % 5 == 0, -3e38, 3e38),
+            np.full(n, 1e-40), np.where(i % 2 == 0, 0.0, -0.0), rng.standard_normal(n) * 10, np.sin(i) * 50]
+    special = [np.full(n, -np.inf), np.full(n, np.inf), np.where(i % 3 == 0, np.inf, -np.inf),
+               np.where(i == 300, np.nan, i / blk), np.where(i == 234, 2.5, -np.inf)]
+    a = np.stack(rows + special).astype(np.float32)
+    x = nbx.from_numpy(a).to(device)
+    g = 1 if group is True else group
+    for cols in (n, n - 3):
+        v = x[:, :cols]
+        exp = _lse64(a[:, :cols])
+        fin = np.isfinite(exp)
+        for unroll, split in ((1, {}), (2, {}), (4, {}), (4, dict(target_programs=64, min_chunk=64))):
+            seen.clear()
+            tile = dict(BLOCK_M=32, BLOCK_R=blk, UNROLL=unroll, EVEN=True)
+            with override("reduce_rows", LSE_TILE=group, **tile, **split):
+                got = H.host(nbx.logsumexp(v, 1))
+            assert seen[0] == group, seen
+            what = f"LSE_TILE={group} cols={cols} UNROLL={unroll} {split}"
+            H.assert_close(got, exp, nbx.float32, reduced=cols, what=what)
+            n_lane = -(-cols // (blk // g)) // (2 if split else 1)
+            err = np.abs(got[fin].astype(np.float64) - exp[fin])
+            # the bound plus the final log's and the lanes' tree's roundings (a few ulp of the result)
+            bound = _lse_tile_bound(n_lane, unroll * g) + 8 * 2.0 ** -24 * np.maximum(np.abs(exp[fin]), 1)
+            assert (err <= bound).all(), (what, err.max())
+            np.testing.assert_array_equal(got[~fin], exp[~fin], err_msg=what)
+            assert got[len(rows) + 4] == np.float32(2.5)
+    # bfloat16 input: the same states, rounded once
+    xb = x.to(nbx.bfloat16)
+    with override("reduce_rows", LSE_TILE=group, BLOCK_M=32, BLOCK_R=blk, UNROLL=4):
+        gb = H.host(nbx.logsumexp(xb, 1))
+    H.assert_close(gb, _lse64(H.host(xb.float())).astype(np.float32), nbx.bfloat16, what="LSE_TILE bf16")
+    # float64 accumulation keeps libdevice's path: bit-equal with and without the key
+    xd = x[:3].double()
+    with override("reduce_rows", BLOCK_M=32, BLOCK_R=blk):
+        d0 = H.host(nbx.logsumexp(xd, 1))
+    with override("reduce_rows", LSE_TILE=group, BLOCK_M=32, BLOCK_R=blk):
+        d1 = H.host(nbx.logsumexp(xd, 1))
+    np.testing.assert_array_equal(d0, d1)
+
+
 def test_lse_ex2_cuts_the_loop_on_sm90():
     """Offline sm_90 evidence for ``LSE_EX2``: logsumexp of contiguous bfloat16 32768x8192 rows on the sm90 table's
     rule (BLOCK_R 512, 2 warps, UNROLL 4, EVEN) spends 25.6 SASS instructions per element in the main loop with
     libdevice's expf and NaN-testing max/min selects, and at most 10.5 with the key (one MUFU.EX2, one max.NaN,
-    no NaN tests)."""
+    no NaN tests); ``LSE_TILE`` 8 at most 6.7."""
     reason = H.aot_skip_reason()
     if reason:
         pytest.skip(reason)
@@ -961,6 +1026,12 @@ def test_lse_ex2_cuts_the_loop_on_sm90():
     assert len(fast) / per_thread <= 10.5, len(fast) / per_thread
     assert fast.count("MUFU.EX2") == per_thread and fast.count("FMNMX.NAN") == per_thread
     assert not any(o.startswith("FSETP.NAN") for o in fast)
+    # LSE_TILE with groups of 8 (a thread's 16-byte bfloat16 vector): one exponential per element plus one per group
+    # and step, the group maximum in registers (no shared memory or barrier in the loop): 6.6 per element
+    tile = loop(dict(LSE_TILE=8))
+    assert len(tile) / per_thread <= 6.7, len(tile) / per_thread
+    assert tile.count("MUFU.EX2") <= per_thread + per_thread // 8, tile.count("MUFU.EX2")
+    assert not any(o.startswith(("STS", "LDS", "BAR")) for o in tile)
 
 
 # ---------------------------------------------------------------------------------------------------------

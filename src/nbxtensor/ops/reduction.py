@@ -50,7 +50,10 @@ semantics are PyTorch's CUDA ones: divisions (means, variances, Welford's weight
 are libdevice's, extrema propagate NaN (checked on the sm_90 code by tests/ops/test_ptx_audit.py). The config key
 ``LSE_EX2`` (default off) folds logsumexp's float32 elements through one ``ex2.approx`` instead
 (:func:`lse_step_ex2`: 10.3 instead of 25.6 loop instructions per bfloat16 element on sm_90; its error bound in
-the docstring).
+the docstring); ``LSE_TILE`` (default off; rows kernel) rescales a lane's sum once per loop step after the max of
+the step's elements (:func:`lse_tile_scale`, bound in its docstring; with an int ``G``, lanes of ``G`` neighbours:
+6.6 per element for ``G`` 8). ``ARG_ROW`` (default off; the widest row it takes) computes arg-extrema of rows held
+whole in registers by :func:`_arg_row_kernel` (a max tree, then the first position equal to it).
 
 **out= of another dtype** (PyTorch 2.13's CPU rules, :func:`out_dtypes`): ``sum``, ``nansum``, ``prod`` (and the
 scans ``cumsum``/``cumprod``) take out's dtype as the result and computation dtype, as ``dtype=`` would: the input
@@ -327,6 +330,76 @@ def lse_step_ex2(ma, sa, x):
     e = _ex2_nonpos(tl.abs(d) * -1.4426950408889634)
     up = d > 0
     return maximum_fast(ma, x), tl.fma(sa, tl.where(up, e, 1.0), tl.where(up, 1.0, e))
+
+
+@jit
+def _ex2_ftz(t):
+    """``2**t`` (float32) by one ``ex2.approx.ftz.f32`` (``MUFU.EX2``; relative error about 2**-22, results below
+    2**-126 flushed to 0; ``2**-inf = 0``, ``2**inf = inf``, NaN stays NaN); the interpreter takes ``tl.exp2``."""
+    if _COMPILED:
+        r = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [t], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    else:
+        r = tl.exp2(t)
+    return r
+
+
+@jit
+def lse_tile_scale(ma, sa, tmax):
+    """The per-step half of ``LSE_TILE`` (logsumexp of raw float32-accumulated elements, config key of
+    ``reduce_rows``, default off): a lane with state ``(ma, sa)`` (``sa = sum exp(x - ma)`` over its elements so
+    far) and the NaN-propagating maximum ``tmax`` of its elements of this step (the ``UNROLL`` tiles' elements of
+    the lane, times ``G`` neighbours when the key is a group size ``G``) moves to ``mn = max(ma, tmax)`` once per
+    step. Returns ``(mn, mc, sa * 2**((ma - mc) log2(e)))`` with ``mc`` = ``mn`` clamped to +-FLT_MAX; each
+    element ``x`` of the step then adds :func:`lse_tile_term` ``= 2**((x - mc) log2(e))`` (an ``FADD``, an
+    ``FMUL`` and one ``MUFU.EX2`` per element, no NaN test; the maximum costs one ``max.NaN`` per element and the
+    rescale one exponential per lane and step instead of one per element as in :func:`lse_step_ex2`). The
+    difference is taken before the multiply (not ``fma(x, k, -mn k)`` as softmax's folded exponentials): the
+    rounding of ``mn * log2(e)`` is ``2**-24 |mn|`` in the exponent, which for ``|mn|`` past about 1e9 no longer
+    fits float32's exponent range, while ``x - mn`` is exact near ``mn``.
+
+    Special values (the same results as :func:`lse_combine`'s states): ``mn = +inf``: ``mc = FLT_MAX``, an
+    infinite element adds ``2**inf = inf``, finite ones 0, and the lane stays (+inf, inf): +inf; ``mn = -inf``
+    (every element so far -inf, or masked lanes, which read -inf): terms and the rescaled sum 0, the lane (-inf,
+    0) gives -inf + log(0) = -inf and adds 0 in the final tree; a lane whose maximum did not move is multiplied by
+    exactly 1; a NaN element makes ``mn`` NaN and the result NaN.
+
+    Error bound (against the exact logsumexp of the float32 elements; a lane of ``n_l`` elements in ``n_l / U``
+    steps, ``U`` its elements per step; ``d = x - mn``): a term is ``exp(-|d|) (1 + eta)`` with ``|eta| <= 3 *
+    2**-24 |d| + 2**-22`` (the roundings of ``x - mn``, of log2(e) and of the product, then ex2.approx), as in
+    :func:`lse_step_ex2`: at most ``2**-24 (3/e + 4) < 5.2 * 2**-24`` of the lane sum (``s >= 1``: the lane
+    maximum's own term is 1); the rescale factor has the same form and adds at most ``2**-24 (3 (1 + ln n_l) +
+    4)`` per step (:func:`lse_step_ex2`'s argument); each addition one rounding. The lane sum's relative error,
+    the logsumexp's absolute error, is below ``n_l 2**-24 (6.2 + (7 + 3 ln n_l) / U)``: for the benchmark's
+    8192-wide rows with BLOCK_R 512, UNROLL 4 and groups of 8 (64 lanes of n_l = 128, U = 32) 5e-5, inside the
+    float32 table's ``atol * sqrt(R)`` = 9e-4 for R = 8192 (one state per element, 512 lanes, U = 4: 1.2e-5;
+    :func:`lse_step_ex2`'s bound there 1.6e-5). tests/ops/test_reduction.py checks worst cases against the
+    float64 oracle and this bound."""
+    mn = maximum_fast(ma, tmax)
+    mc = tl.minimum(tl.maximum(mn, -3.4028234663852886e38), 3.4028234663852886e38)
+    return mn, mc, sa * _ex2_ftz((ma - mc) * 1.4426950408889634)
+
+
+@jit
+def lse_tile_term(x, mc):
+    """One element's term ``2**((x - mc) log2(e))`` of ``LSE_TILE`` (see :func:`lse_tile_scale`)."""
+    return _ex2_ftz((x - mc) * 1.4426950408889634)
+
+
+@jit
+def _lse_group(x, BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr, G: tl.constexpr):
+    """A ``[BLOCK_M, BLOCK_R]`` tile as ``[BLOCK_M, BLOCK_R // G, G]``: groups of G neighbouring elements (a
+    thread's 16-byte vector of bfloat16 when G is 8), reduced in registers."""
+    return tl.reshape(x, [BLOCK_M, BLOCK_R // G, G])
+
+
+@jit
+def _lse_tile_x(raw, m, EVEN: tl.constexpr, LOADT: tl.constexpr):
+    """A tile of raw elements as float32 for ``LSE_TILE``; masked lanes -inf (they add 0)."""
+    x = convert(raw, LOADT).to(tl.float32)
+    if not EVEN:
+        x = tl.where(m, x, float("-inf"))
+    return x
 
 
 @jit
@@ -692,7 +765,7 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr,
                         UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False,
                         VAR_SHIFT: tl.constexpr = False, LSE_EX2: tl.constexpr = False,
-                        ARG_FAST: tl.constexpr = False):
+                        ARG_FAST: tl.constexpr = False, LSE_TILE: tl.constexpr = False):
     """Reduce ``x[o, r]`` (offset ``o * sxo + r * sxr``) over r for BLOCK_M rows o; program axis 1 picks the
     chunk of r (one chunk unless the reduction is split).
 
@@ -719,6 +792,9 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
         span = chunk
     n_steps = tl.zeros([], tl.int32)
     a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_M, BLOCK_R, STAGE)
+    if LSE_TILE > 1:  # group lane states (see the loop)
+        ga = tl.full([BLOCK_M, BLOCK_R // LSE_TILE], float("-inf"), tl.float32)
+        gb = tl.zeros([BLOCK_M, BLOCK_R // LSE_TILE], tl.float32)
     row_off = rows[:, None] * sxo
     if VAR_SHIFT:  # (the host sets it for raw variance stages without INTERLEAVE only)
         c = _shift_init(x_ptr, row_off + (r_lo + lanes)[None, :] * sxr,
@@ -751,16 +827,53 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                 m3 = row_ok[:, None] & (r3 < R)[None, :]
                 raw2 = _load_raw(x_ptr + row_off + r2[None, :] * sxr, m2, EVEN, OTHER, EVICT)
                 raw3 = _load_raw(x_ptr + row_off + r3[None, :] * sxr, m3, EVEN, OTHER, EVICT)
-            a, b, c = _fold_raw(a, b, c, raw0, r0, m0, step, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER, VAR_SHIFT,
-                                LSE_EX2, ARG_FAST)
-            if UNROLL >= 2:
-                a, b, c = _fold_raw(a, b, c, raw1, r1, m1, step + 1, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
-                                    VAR_SHIFT, LSE_EX2, ARG_FAST)
-            if UNROLL >= 4:
-                a, b, c = _fold_raw(a, b, c, raw2, r2, m2, step + 2, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
-                                    VAR_SHIFT, LSE_EX2, ARG_FAST)
-                a, b, c = _fold_raw(a, b, c, raw3, r3, m3, step + 3, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
-                                    VAR_SHIFT, LSE_EX2, ARG_FAST)
+            if LSE_TILE > 1:  # groups of LSE_TILE neighbouring elements share a lane state (a thread's vector)
+                x0 = _lse_group(_lse_tile_x(raw0, m0, EVEN, LOADT), BLOCK_M, BLOCK_R, LSE_TILE)
+                t = nan_max_fast(x0, 2)
+                if UNROLL >= 2:
+                    x1 = _lse_group(_lse_tile_x(raw1, m1, EVEN, LOADT), BLOCK_M, BLOCK_R, LSE_TILE)
+                    t = maximum_fast(t, nan_max_fast(x1, 2))
+                if UNROLL >= 4:
+                    x2 = _lse_group(_lse_tile_x(raw2, m2, EVEN, LOADT), BLOCK_M, BLOCK_R, LSE_TILE)
+                    x3 = _lse_group(_lse_tile_x(raw3, m3, EVEN, LOADT), BLOCK_M, BLOCK_R, LSE_TILE)
+                    t = maximum_fast(t, maximum_fast(nan_max_fast(x2, 2),
+                                                     nan_max_fast(x3, 2)))
+                ga, mc, gb = lse_tile_scale(ga, gb, t)
+                mc3 = mc[:, :, None]
+                e = lse_tile_term(x0, mc3)
+                if UNROLL >= 2:
+                    e += lse_tile_term(x1, mc3)
+                if UNROLL >= 4:
+                    e += lse_tile_term(x2, mc3) + lse_tile_term(x3, mc3)
+                gb += tl.sum(e, 2)
+            elif LSE_TILE:  # (the host sets it for raw logsumexp stages in float32 only): one rescale per step
+                x0 = _lse_tile_x(raw0, m0, EVEN, LOADT)
+                t = x0
+                if UNROLL >= 2:
+                    x1 = _lse_tile_x(raw1, m1, EVEN, LOADT)
+                    t = maximum_fast(t, x1)
+                if UNROLL >= 4:
+                    x2 = _lse_tile_x(raw2, m2, EVEN, LOADT)
+                    x3 = _lse_tile_x(raw3, m3, EVEN, LOADT)
+                    t = maximum_fast(maximum_fast(t, x2), x3)
+                a, mc, b = lse_tile_scale(a, b, t)
+                e = lse_tile_term(x0, mc)
+                if UNROLL >= 2:
+                    e += lse_tile_term(x1, mc)
+                if UNROLL >= 4:
+                    e += lse_tile_term(x2, mc) + lse_tile_term(x3, mc)
+                b += e
+            else:
+                a, b, c = _fold_raw(a, b, c, raw0, r0, m0, step, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER, VAR_SHIFT,
+                                    LSE_EX2, ARG_FAST)
+                if UNROLL >= 2:
+                    a, b, c = _fold_raw(a, b, c, raw1, r1, m1, step + 1, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
+                                        VAR_SHIFT, LSE_EX2, ARG_FAST)
+                if UNROLL >= 4:
+                    a, b, c = _fold_raw(a, b, c, raw2, r2, m2, step + 2, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
+                                        VAR_SHIFT, LSE_EX2, ARG_FAST)
+                    a, b, c = _fold_raw(a, b, c, raw3, r3, m3, step + 3, 1, KIND, PRE, LOADT, ACC, p, EVEN, OTHER,
+                                        VAR_SHIFT, LSE_EX2, ARG_FAST)
     if (KIND == 4 or KIND == 5) and STAGE != 2:
         b = _lane_index(b, (r_lo + lanes)[None, :], stride, BLOCK_R, UNROLL, INTERLEAVE)
     if VAR_SHIFT:
@@ -769,6 +882,9 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
         a = (a & 0xFFFF) + ((a >> 16) & 0xFFFF)
     if (KIND == 4 or KIND == 5) and STAGE != 2 and ARG_FAST:
         ra, rb = _arg_lanes_fast(a, b, 1, KIND, ACC)
+        rc = ra
+    elif LSE_TILE > 1:
+        ra, rb = tl.reduce((ga, gb), 1, lse_combine)
         rc = ra
     else:
         ra, rb, rc = _lanes(a, b, c, 1, KIND)
@@ -1185,6 +1301,15 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
         and meta["ACC"] == tl.float32
     # ARG_FAST (arg-extrema: the cheaper fold predicate and the two one-value trees, see _fold): raw stages
     meta["ARG_FAST"] = bool(meta.get("ARG_FAST", False)) and meta["KIND"] in (K_ARGMAX, K_ARGMIN) and stage != 2
+    # LSE_TILE (logsumexp's raw rows fold: one rescale per step, see lse_tile_scale): float32, rows kernel, raw stages
+    lse_tile = bool(meta.get("LSE_TILE", False)) and meta["KIND"] == K_LSE and stage != 2 \
+        and meta["ACC"] == tl.float32 and I == 1
+    if lse_tile:  # True: one state per tile element; an int G > 1: per group of G neighbours (a power of two)
+        g = int(meta.get("LSE_TILE"))
+        meta["LSE_TILE"] = g if g > 1 and meta["BLOCK_R"] % g == 0 else True
+        meta["LSE_EX2"] = False
+    else:
+        meta.pop("LSE_TILE", None)
     meta.pop("COUNT32", None)  # (read by launch_reduction)
     meta.pop("WORDS", None)    # (read by launch_reduction for the first stage; an override lays it on the second's)
     meta.pop("ARG_ROW", None)  # (read by launch_reduction; an override lays it on every rule's answer)
