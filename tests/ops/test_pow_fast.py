@@ -405,3 +405,20 @@ def test_parity_scalar_half_exponent():
             want = torch.pow(torch.tensor(_HALF_X, dtype=tdt), e).float().numpy()
             np.testing.assert_array_equal(got, want)
             assert list(np.signbit(got) & ~np.isnan(got)) == list(np.signbit(want) & ~np.isnan(want)), (e, dt)
+
+
+def test_sm90_table_takes_alt_pow_2_and_alt_remainder():
+    """sm90.json's pointwise rules for float outputs set ALT_POW 2 and ALT_REMAINDER 1 (H200, session 6,
+    sweep_pointwise --group alt / issue4 at dcd7c65, bf16 32768x8192, % of 4.8 TB/s: pow tensor ** tensor ALT_POW 1
+    -> 2: 70.5 -> 91.2; remainder table -> ALT_REMAINDER: 77.4 -> 91.6, its outputs bit-equal; float32 remainder
+    91.1 either way); the generic and interpreter tables set neither."""
+    import json
+    from pathlib import Path
+    from nbxtensor.runtime import configs
+    root = Path(configs.__file__).parent / "configs"
+    rules = json.loads((root / "sm90.json").read_text())["pointwise"]
+    keyed = [r["config"] for r in rules if "dtypes" not in r]
+    assert keyed and all(c.get("ALT_POW") == 2 and c.get("ALT_REMAINDER") == 1 for c in keyed)
+    for name in ("generic", "interpret"):
+        other = json.loads((root / f"{name}.json").read_text()).get("pointwise", [])
+        assert not any(r["config"].get("ALT_POW") or r["config"].get("ALT_REMAINDER") for r in other), name
