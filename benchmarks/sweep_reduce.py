@@ -46,7 +46,8 @@ loads where the shape allows) and ``INTERLEAVE`` (a split's super-tiles dealt ro
 reduced axis); ``VAR_SHIFT`` variances keep shifted sums per lane instead of Welford's step (ops/reduction.py,
 ``_fold``); ``ARG_FAST`` arg-extrema's cheaper fold predicate and two one-value lane trees (same bits);
 ``LSE_TILE`` logsumexp rescales once per lane and step (``lse_tile_scale``; 8: lanes of 8 neighbours);
-``ARG_ROW`` arg-extrema of rows up to that width held in registers, two passes (``_arg_row_kernel``);
+``ARG_ROW`` arg-extrema of rows up to that width held in registers, two passes (``_arg_row_kernel``; its
+warps and rows per program ``ARG_ROW_WARPS``/``ARG_ROW_M``);
 ``COUNT32`` count_nonzero counts in int32 (and ``WORDS`` counts float16/bfloat16 two per int32 word); ``LSE_EX2`` logsumexp folds each element through one ``ex2.approx.ftz`` (``lse_step_ex2``, its error
 bound in the docstring; the check against the table's output is by the dtype's tolerance). The reduce rules'
 launch key also has the fact ``state`` (values per lane: 1 sum and
@@ -130,10 +131,12 @@ VARIANTS = {
         # row in registers, plain 16-byte loads, a one-value max tree then the first position equal to it (no
         # (value, step) lane state, no loop, no split); sm_90 bf16: 7.5 / 7.1 / 6.3 SASS per element in all (kernel
         # included) at 4 warps / 8 warps x 2 rows / 4 warps x 2 rows
-        {"ARG_ROW": 8192, "num_warps": 8},
-        {"ARG_ROW": 8192, "num_warps": 4},
-        {"ARG_ROW": 8192, "BLOCK_M": 2, "num_warps": 8},
-        {"ARG_ROW": 8192, "num_warps": 16},
+        # (ARG_ROW_WARPS / ARG_ROW_M: the kernel's own warps and rows per program; the rule's other keys stay
+        # logsumexp's)
+        {"ARG_ROW": 8192, "ARG_ROW_WARPS": 8},
+        {"ARG_ROW": 8192, "ARG_ROW_WARPS": 4},
+        {"ARG_ROW": 8192, "ARG_ROW_M": 2, "ARG_ROW_WARPS": 8},
+        {"ARG_ROW": 8192, "ARG_ROW_WARPS": 16},
         {"ARG_FAST": True},
         {"ARG_FAST": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2, "LOOP_STAGES": 3, "EVEN": False},
         {"ARG_FAST": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4},

@@ -1215,11 +1215,13 @@ def test_arg_row_keeps_results_bit_for_bit(dt, device, monkeypatch):
     from nbxtensor.runtime.configs import override
     if device == "cpu" and os.environ.get("NBX_TRITON_INTERPRET", "0") != "1":
         pytest.skip("the cpu implementation launches no kernel")
-    kernels = []
+    kernels, st = [], {}
     real = R.launch_quiet
     def spy(k, g, *a_, **m):
-        assert "ARG_ROW" not in m, sorted(m)  # the CUDA launcher refuses keywords a kernel does not take
-        kernels.append(k)
+        assert not any(k_.startswith("ARG_ROW") for k_ in m), sorted(m)  # the CUDA launcher refuses keywords a
+        kernels.append(k)                                                  # kernel does not take
+        if k is R._arg_row_kernel and "ARG_ROW_M" in str(st):
+            assert m["BLOCK_M"] == 4 and m["num_warps"] == 2, m
         return real(k, g, *a_, **m)
     monkeypatch.setattr(R, "launch_quiet", spy)
     for n in (45, 32):
@@ -1231,7 +1233,8 @@ def test_arg_row_keeps_results_bit_for_bit(dt, device, monkeypatch):
         for largest in (True, False):
             fn, afn = (nbx.max, nbx.argmax) if largest else (nbx.min, nbx.argmin)
             ref, ref_i = fn(x, 1), afn(x, 1)
-            for st in (dict(ARG_ROW=64), dict(ARG_ROW=n, BLOCK_M=2, EVEN=True), dict(ARG_ROW=64, BLOCK_M=4)):
+            for st in (dict(ARG_ROW=64), dict(ARG_ROW=n, BLOCK_M=2, EVEN=True), dict(ARG_ROW=64, ARG_ROW_M=4,
+                                                                                       ARG_ROW_WARPS=2)):
                 kernels.clear()
                 with override("reduce_rows", **st):
                     got, got_i = fn(x, 1), afn(x, 1)

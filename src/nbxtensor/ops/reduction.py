@@ -1197,11 +1197,18 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
                 pre = P_NO_ZERO_BYTE
             consts.update(PRE=pre, LOADT=TL_DTYPES[loadt.name])
         arg_row = int(cfg.pop("ARG_ROW", 0) or 0)
+        row_warps, row_m = cfg.pop("ARG_ROW_WARPS", None), cfg.pop("ARG_ROW_M", None)
         if arg_row and kind in (K_ARGMAX, K_ARGMIN) and pre == P_NONE and R <= arg_row:
-            # arg-extrema of rows that fit in registers: two passes over the tile (_arg_row_kernel), no split
+            # arg-extrema of rows that fit in registers: two passes over the tile (_arg_row_kernel), no split;
+            # ARG_ROW_WARPS / ARG_ROW_M (optional) its warps and rows per program, so that a rule shared with other
+            # states (logsumexp's) keeps their tile
             bn = 1 << (R - 1).bit_length()
             meta = loop_meta(cfg)
             meta = {k: meta[k] for k in ("num_warps", "maxnreg", "BLOCK_M", "EVICT") if k in meta}
+            if row_warps:
+                meta["num_warps"] = int(row_warps)
+            if row_m:
+                meta["BLOCK_M"] = int(row_m)
             meta.update(KIND=kind, LOADT=consts["LOADT"], ACC=consts["ACC"], IDENT=ident, HAS_Y=ya is not None,
                         HAS_Y2=y2a is not None, BLOCK_N=bn, OTHER=other,
                         EVEN=bool(cfg.get("EVEN", False)) and R == bn and O % meta["BLOCK_M"] == 0)
@@ -1312,7 +1319,8 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
         meta.pop("LSE_TILE", None)
     meta.pop("COUNT32", None)  # (read by launch_reduction)
     meta.pop("WORDS", None)    # (read by launch_reduction for the first stage; an override lays it on the second's)
-    meta.pop("ARG_ROW", None)  # (read by launch_reduction; an override lays it on every rule's answer)
+    for k in ("ARG_ROW", "ARG_ROW_WARPS", "ARG_ROW_M"):  # (read by launch_reduction; an override lays them on
+        meta.pop(k, None)                                 # every rule's answer)
     grid = (cdiv(O, meta["BLOCK_M"]), split) if I == 1 else (O * cdiv(I, meta["BLOCK_I"]), split)
     check(grid[0] < 2 ** 31, lambda: f"reduce: {grid[0]} programs exceed CUDA's grid limit (2**31 - 1)",
           NotImplementedError)
