@@ -194,7 +194,9 @@ def test_one_tile_variants_keep_results(settings, dtn, device):
     tile = H.block(device, "softmax_rows", "BLOCK_N")
     dt = T.dtype_from(dtn)
     rng = np.random.default_rng(13)
-    a = rng.standard_normal((10, tile)).astype(np.float32) * 3
+    a = rng.standard_normal((12, tile)).astype(np.float32) * 3
+    a[8] += 1.0e6   # logits where the fold's rounding of m * log2(e) is up to 2**-4: its row factor must cancel
+    a[9] += 2.0e9   # past 2**30 (the fold's k = 1)
     a[1, :] = -np.inf
     a[2, 1] = np.inf
     a[3, 2] = np.nan
@@ -239,6 +241,7 @@ def test_looped_chunk_variants_keep_results(settings, dtn, device):
         a[7] = np.arange(n, dtype=np.float32) / 8  # increasing: every chunk brings a new maximum
         a[8, ::2] = -200.0
         a[0, tile + 3::5] = 3.0e38  # maxima beyond 3.4e38 / log2(e) (the fold's product overflowed: NaN rows)
+        a[6, tile + 2] += 3.0e5     # chunk maxima of 1e4 and 3e5: each chunk's fold factor must come out of its sum
         a = a.astype(dt.numpy)  # the values the tensor holds
         x = nbx.from_numpy(a).to(device)
         with override("softmax_rows", **settings):

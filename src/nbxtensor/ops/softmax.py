@@ -82,13 +82,22 @@ def _exp_neg_abs(d, FTZ: tl.constexpr):
 
 @jit
 def _fold_k(m):
-    """The multiplier of the folded exponentials ``ex2(x * k - m * k)`` for a row (chunk) maximum ``m``: log2(e),
-    except where ``m * log2(e)`` would overflow float32 (``|m| > 2.35e38``, logits only bfloat16 and float32 can
-    hold), where it is ``2**-90``. There every other value of the row is at least one ulp of ``m`` (>= 2**104)
-    below it, so ``(x - m) 2**-90 <= -2**14`` and its exponential is 0, as ``exp(x - m)`` is in float32, while
-    ``x == m`` still gives ``ex2(0) = 1``; an infinite or NaN ``m`` behaves as with log2(e). (Without it such rows
-    came out NaN: ``m * log2(e) = inf``.)"""
-    return tl.where(tl.abs(m) <= 2.35e38, 1.4426950408889634, 8.077935669463161e-28)
+    """The multiplier ``k`` of the folded exponentials ``ex2(fma(x, k, -mk))``, ``mk = m * k`` rounded, for a row
+    (chunk) maximum ``m``: log2(e) for ``|m| <= 2**30``, else 1. The fold computes ``2**((x - m) k + r)`` with
+    ``r = m k - mk`` (:func:`_fold_res`, exact by an FMA; ``|r| <= ulp(mk) / 2 <= 64`` here): the same factor
+    ``2**r`` for the whole row (chunk), which the callers cancel or divide out (softmax's ``e / s`` cancels it;
+    log_softmax adds ``r ln 2``; the looped passes rescale per chunk and per row). Beyond ``2**30`` ``m * log2(e)``
+    would make ``|r|`` overflow the exponent range (and past 2.35e38 the product itself): the maximum of 16-bit
+    values there (bfloat16 only) is at least ``2**23`` above every other value of its row, so ``2**(x - m)`` and
+    ``exp(x - m)`` are both 0 for those and 1 for ``x == m``, and ``k = 1`` makes ``mk`` exact. The hosts take
+    the fold for 16-bit inputs and outputs only."""
+    return tl.where(tl.abs(m) <= 1073741824.0, 1.4426950408889634, 1.0)
+
+
+@jit
+def _fold_res(m, k):
+    """``r = m * k - round(m * k)`` exactly (one FMA on the GPU; see :func:`_fold_k`)."""
+    return tl.fma(m, k, -(m * k))
 
 
 @jit
@@ -99,8 +108,9 @@ def _exp_shifted(x, m, MODE: tl.constexpr, ASM: tl.constexpr):
     and two predicated multiplies to keep subnormal results). MODE 1: ``ex2.approx.ftz.f32`` of ``(x - m) *
     log2(e)``, one ``MUFU.EX2``: results below ``2**-126`` (``x - m < -87.3``) flush to 0, an absolute change
     below 1.2e-38. MODE 2: ``ex2.approx.ftz.f32`` of ``fma(x, k, -m * k)`` with the row's ``k`` (:func:`_fold_k`:
-    log2(e), folded: one ``FFMA`` + one ``MUFU.EX2``); its relative error grows to about ``|m| * 2**-24`` instead
-    of ``|x - m| * 2**-24``, so the host takes it for 16-bit outputs only (rtol 2**-8 and more). ASM False (the
+    log2(e), folded: one ``FFMA`` + one ``MUFU.EX2``); every value of a row carries the same factor ``2**r``
+    (``r`` the rounding of ``m * k``), which the callers cancel or divide out; the host takes it for 16-bit inputs
+    and outputs only. ASM False (the
     interpreter, float64): the same arithmetic through ``tl.exp2`` (no flush), so the interpreter tier checks the
     folding."""
     if MODE == 0:
@@ -155,9 +165,9 @@ def _chunk_online(m, s, x, FTZ: tl.constexpr, FOLD: tl.constexpr):
     :func:`_exp_neg_abs` serves: a -inf element adds 0; states start at the lowest finite value, so an all -inf
     chunk leaves (lowest, 0); NaN propagates through the maximum into the sum; a +inf maximum gives the NaN sum
     of :func:`_lanes_final`. FOLD (16-bit results only): the elements' exponentials as ``ex2(x * log2(e) - c)``
-    with ``c = max(m' * k, lowest)`` per chunk and :func:`_fold_k`'s ``k`` (log2(e) unless ``|m'| > 2.35e38``;
-    one FFMA per element; relative error about ``|m'| * 2**-24``, as :func:`_exp_shifted`'s mode 2; the clamp
-    keeps a chunk still at (lowest, 0) from giving ``-inf - -inf``)."""
+    with ``c = max(m' * k, lowest)`` per chunk and :func:`_fold_k`'s ``k`` (log2(e) unless ``|m'| > 2**30``;
+    one FFMA per element; the chunk's factor ``2**r``, ``r = m' k - c``, divided out of its sum once per chunk;
+    the clamp keeps a chunk still at (lowest, 0) from giving ``-inf - -inf``)."""
     mn = maximum_fast(m, nan_max_fast(x, 2))
     if FOLD:
         k = _fold_k(mn)
@@ -168,9 +178,11 @@ def _chunk_online(m, s, x, FTZ: tl.constexpr, FOLD: tl.constexpr):
                                           pack=1)
         else:
             e = tl.exp2(a)
+        # the chunk's exponentials carry 2**r (r = mn k - c, exact: _fold_k); the chunk sum divides it out
+        s = s * _exp_neg_abs(m - mn, FTZ) + tl.sum(e, 2) * tl.exp2(-tl.fma(mn, k, -c))
     else:
         e = _exp_neg_abs(x - mn[:, :, None], FTZ)
-    s = s * _exp_neg_abs(m - mn, FTZ) + tl.sum(e, 2)
+        s = s * _exp_neg_abs(m - mn, FTZ) + tl.sum(e, 2)
     return mn, s
 
 
@@ -217,7 +229,10 @@ def _softmax_rows_kernel(x_ptr, y_ptr, O, N, NBLK, sxo, sxn, syo, syn, LOG: tl.c
             else:
                 s = tl.sum(tl.where(msk, e, 0.0), 1)
             if LOG:
-                y = x - m[:, None] - libdevice.log(s)[:, None]
+                ls = libdevice.log(s)
+                if EXP_OUT == 2:  # the fold's row factor 2**r (_fold_k) is in s: take it out of the logarithm
+                    ls = ls - _fold_res(m, _fold_k(m)) * 0.6931471805599453
+                y = x - m[:, None] - ls[:, None]
             elif RCP:
                 y = e * rcp_rn(s)[:, None]
             else:
@@ -275,6 +290,8 @@ def _softmax_row_out(x_ptr, y_ptr, xrow, yrow, row_ok, lanes, m, s, N, sxn, syn,
     (BLOCK_M divides the rows): whole tiles unmasked, then the row's tail."""
     ls = libdevice.log(s)
     inv = rcp_rn(s)
+    if EXP_OUT2 == 2 and not LOG:  # pass 2's folded exponentials carry the row's 2**r (_fold_k): divide it out
+        inv = inv * tl.exp2(-_fold_res(m, _fold_k(m)))
     if FULL:
         nfull = (N // BLOCK_N) * BLOCK_N
         for n0 in tl.range(0, nfull, BLOCK_N, num_stages=LOOP_STAGES):
@@ -442,8 +459,9 @@ def launch_softmax(x: Tensor, dim: int, y: Tensor, log: bool) -> None:
         meta = _meta(cfg, one, acc)
         # the row loop is pipelined only on one tile (the looped path pipelines its inner loops)
         meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
-        meta.update(_one_tile_meta(cfg, one, O, N, y.dtype))
-        meta.update(_looped_meta(cfg, one, O, y.dtype))
+        fold_dt = y.dtype if x.dtype is y.dtype else T.float32  # the folds: 16-bit inputs and outputs (_fold_k)
+        meta.update(_one_tile_meta(cfg, one, O, N, fold_dt))
+        meta.update(_looped_meta(cfg, one, O, fold_dt))
         plan = (_softmax_rows_kernel, (grid,), (O, N, nblk, sxo, sxn, st[0], st[1]),
                 dict(LOG=log, ONE_TILE=one, ACC=acc, **meta))
     else:
