@@ -1,4 +1,4 @@
-"""``FAST_MATH16`` bodies of ops/fast_trig16.py (asin, acos, atan at levels 1 and 2).
+"""``FAST_MATH16`` bodies of ops/fast_trig16.py (asin, acos, atan at levels 1 and 2; sin, cos, tan at level 2).
 
 Interpreter tier (and the GPU tier, NBX_TEST_DEVICE=cuda, with the real approximate instructions): all 65 536 bit
 patterns of bfloat16 and of float16 against the float64 oracle by the tolerance table, NaN where it has NaN,
@@ -6,7 +6,9 @@ infinities equal, signed zeros as the default body, at most one 16-bit ulp from 
 the approximate instructions exact and pushed to both ends of their documented error (fast_math16's ``_ERR``); the
 results that differ from the default (libdevice) body are counted and bounded. Also float32 inputs into 16-bit
 outputs (``out=``), which take the same bodies. Compiled tier: sm_90 SASS per element with and without the key.
-The checks are test_fast_math16's (:class:`test_fast_math16._Case`).
+The checks are test_fast_math16's (:class:`test_fast_math16._Case`). sin, cos, tan also: their reduction by pi/2
+(fast path and the exact slow path, the interpreter's model of its PTX, or the PTX on the GPU tier) against one with
+400 bits of pi, the slow path's constants, and the fast path's SASS count with the PTX slow path cut out.
 """
 
 from __future__ import annotations
@@ -70,13 +72,20 @@ def test_exhaustive_16bit_on_the_gpu(op, level, dt, device):
 
 def _float32_inputs() -> np.ndarray:
     """float32 values that no 16-bit dtype holds: around +-1/2 and +-1 (the branch points of asin and acos), near
-    0, large and tiny magnitudes, random ones, and the special values."""
+    0, large and tiny magnitudes, random ones, the floats nearest multiples of pi/2 (sin, cos, tan), and the special
+    values."""
     rng = np.random.default_rng(7)
     one = np.float32(1)
     near = [np.nextafter(np.float32(v), np.float32(d), dtype=np.float32) for v in (0.5, -0.5, 1.0, -1.0)
             for d in (-2, 2)]
     ups = np.float32(1) - np.float32(2.0) ** -np.arange(1, 25, dtype=np.float32)
-    v = np.concatenate([near, ups, -ups, rng.uniform(-1, 1, 4000), rng.standard_normal(2000) * 1e3,
+    # sin, cos, tan: the floats nearest multiples of pi/2 below the fast reduction's bound and past it, huge ones
+    k = np.concatenate([np.arange(1, 40), rng.integers(40, 67300, 600)]).astype(np.float64)
+    m = (k * np.pi / 2).astype(np.float32)
+    mults = np.concatenate([m, np.nextafter(m, np.float32(np.inf)), np.nextafter(m, np.float32(0))])
+    huge = rng.integers(0x47CE0000, 0x7F800000, 1500, dtype=np.uint32).view(np.float32)
+    v = np.concatenate([near, ups, -ups, rng.uniform(-1, 1, 4000), rng.standard_normal(2000) * 1e3, mults, -mults,
+                        huge, -huge[:500], [105615.0, -105615.0, 105616.0, 16367173 * 2.0 ** 72],
                         np.float32(2.0) ** np.arange(-149, 128, dtype=np.float32) * 1.2345678,
                         [0.0, -0.0, np.inf, -np.inf, np.nan, 3.4e38, -3.4e38, 1e-45, one]]).astype(np.float32)
     return v
@@ -117,8 +126,11 @@ def test_tables_replace_default_bodies():
             default = getattr(E, name)
             assert mod == "elementwise" and registry.get(op).triton.body is default, op
             assert M16.math16_body(default, lvl) is body, (op, lvl)
-    # level 2 falls back to level 1 for an op OPS2 lacks, and every OPS2 op has a level-1 body
-    assert set(TR.OPS2) <= set(TR.OPS)
+    # level 2 falls back to level 1 for an op OPS2 lacks; every OPS2 op has a level-1 body but sin, cos and tan
+    # (level 2 only: level 1 keeps libdevice)
+    assert set(TR.OPS2) - set(TR.OPS) == {"sin", "cos", "tan"}
+    for op in ("sin", "cos", "tan"):
+        assert M16.math16_body(getattr(E, f"_{op}_b"), 1) is None, op
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -128,10 +140,7 @@ def test_tables_replace_default_bodies():
 # the sm_90 table's large-tensor rule, bf16 in and out; relu takes 5), default -> level 1 / level 2: atan 23.62 (its
 # ``fast`` body _atan_f, on by default for 16-bit outputs) -> 16.62 / 15.62, asin 23.25 (libdevice) -> 16.88 /
 # 15.88, acos 23.12 (libdevice) -> 19.75 / 18.75.
-# sin, cos, tan are not covered (fast_trig16's docstring): scratch bodies compiled the same way gave 16.25 for a
-# Cody-Waite reduction by pi (3 FMAs) and one odd polynomial, exact only for |x| below ~1e5 (not every bfloat16 or
-# float32 input), and 29.25 for the full-range shape frac(M G_E) (two-product, rint, a polynomial in turns) with
-# the per-exponent table G_E stood in by two multiplies; libdevice's sin is 84.50 static.
+# sin, cos, tan (level 2 only): test_sm90_trig_fast_path below (their slow path is inline PTX, cut out to count).
 _SASS = {
     ("atan", 1): (17, 23), ("atan", 2): (16, 23), ("asin", 1): (17, 23), ("asin", 2): (16, 23),
     ("acos", 1): (20, 23), ("acos", 2): (19, 23),
@@ -139,7 +148,8 @@ _SASS = {
 
 
 @pytest.mark.skipif(H.INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler")
-@pytest.mark.parametrize("op,level", CASES, ids=_IDS)
+@pytest.mark.parametrize("op,level", [c for c in CASES if c[0] not in ("sin", "cos", "tan")],
+                         ids=[i for c, i in zip(CASES, _IDS) if c[0] not in ("sin", "cos", "tan")])
 def test_sm90_instruction_counts(op, level, monkeypatch):
     from test_pointwise import _bf16_launch, _compile_as_jit, _e, _sass_per_element
     budget, before = _SASS[(op, level)]
@@ -155,3 +165,158 @@ def test_sm90_instruction_counts(op, level, monkeypatch):
     assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
     assert per <= budget and base >= before, f"{op}: {per:.2f} with FAST_MATH16 (budget {budget}), {base:.2f} without"
     assert "approx" in c.asm["ptx"], op
+
+
+# ---------------------------------------------------------------------------------------------------------
+# sin, cos, tan: the reduction by pi/2 (fast Cody-Waite path, exact slow path) against one with 400 bits of pi
+# ---------------------------------------------------------------------------------------------------------
+def _pi_fixed(bits: int) -> int:
+    """floor(pi 2**bits) (to within one unit) by Machin's formula, pi = 16 atan(1/5) - 4 atan(1/239), in integers."""
+    g = bits + 32
+    one = 1 << g
+
+    def atan_inv(n):
+        s, t, k, sign = 0, one // n, 1, 1
+        while t:
+            s += sign * (t // k)
+            t //= n * n
+            k += 2
+            sign = -sign
+        return s
+    return (16 * atan_inv(5) - 4 * atan_inv(239)) >> 32
+
+
+_PB = 400
+_PI = _pi_fixed(_PB)
+
+
+def _exact_reduction(x: np.ndarray):
+    """(r, q) for float32 x (finite): x 2/pi = q + f rounded to the nearest integer q, r = f pi/2 (float64 of the
+    exact fraction), q mod 4; exact rational arithmetic with pi to 400 bits."""
+    rs, qs = [], []
+    for v in x.astype(np.float64):
+        mant, e = np.frexp(v)
+        m, e = int(mant * 2 ** 53), int(e) - 53  # v = m 2**e exactly
+        num, den = (m << (e + 1 + _PB), _PI) if e >= 0 else (m << (1 + _PB), _PI << -e)
+        q = (2 * num + den) // (2 * den)
+        rs.append((num - q * den) / den * (np.pi / 2))
+        qs.append(q % 4)
+    return np.array(rs), np.array(qs)
+
+
+if HAVE_TRITON:
+    from nbxtensor.runtime.triton_compat import jit
+
+    @jit
+    def _reduce_kernel(X, R, Q, n, SLOW: tl.constexpr, BLOCK: tl.constexpr):
+        o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        msk = o < n
+        x = tl.load(X + o, mask=msk, other=1.0)
+        if SLOW:
+            r, q = TR._trig_slow(x)
+        else:
+            r, q = TR._trig_reduce(x)
+        tl.store(R + o, r, mask=msk)
+        tl.store(Q + o, q, mask=msk)
+
+
+def _reduce(x: np.ndarray, device: str, slow: bool = False):
+    from nbxtensor.runtime.launcher import launch
+    n, block = x.size, 1024
+    r = nbx.empty(n, dtype=nbx.float32, device=device)
+    q = nbx.empty(n, dtype=nbx.int32, device=device)
+    launch(_reduce_kernel, ((n + block - 1) // block,), nbx.from_numpy(x).to(device), r, q, n, SLOW=slow,
+           BLOCK=block)
+    return H.result_host(r), H.result_host(q)
+
+
+def _reduction_inputs(rng) -> np.ndarray:
+    # random float32 past the fast bound (every exponent), their negatives, the floats nearest multiples of pi/2
+    # (every k below the bound, and one in 50 above it up to 2**24 pi/2), and known hard cases
+    huge = rng.integers(0x47CE4781, 0x7F800000, 6000 if H.QUICK else 60000, dtype=np.uint32).view(np.float32)
+    k = np.concatenate([np.arange(1, 67300), np.arange(67300, 2 ** 24, 400 if H.QUICK else 50)]).astype(np.float64)
+    m = (k * np.pi / 2).astype(np.float32)
+    near = np.concatenate([m, np.nextafter(m, np.float32(np.inf)), np.nextafter(m, np.float32(0))])
+    hard = np.float32([105615.0, 105616.0, 16367173 * 2.0 ** 72, 3.4028235e38, 1e38, 2.0 ** 100, 8.0e6, 1e5])
+    x = np.concatenate([huge, near, hard])
+    return np.concatenate([x, -x[::3]]).astype(np.float32)
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["reduce", "slow-path-alone"])
+def test_trig_reduction(slow, device):
+    """The reduction's (r, q) against :func:`_exact_reduction`: the same x (mod 2pi) with r within 2**-20 relative
+    (r, q+-1 on the other side of a half turn: |r| near pi/4, both valid), |r| <= 0.7892 (the polynomials' range
+    0.7902). Interpreter tier: the fast path by exact FMAs and the slow path's model in 64-bit integers
+    (``_trig_slow``: the PTX step for step); GPU tier (NBX_TEST_DEVICE=cuda): the real FMAs and the inline PTX
+    (``slow-path-alone`` tests the interpreter model only: on the GPU it is compiled Triton integer code)."""
+    if not (H.INTERPRET or device.startswith("cuda")):
+        pytest.skip("runs the Triton reduction (the interpreter or the GPU tier)")
+    x = _reduction_inputs(np.random.default_rng(11))
+    if slow:
+        x = x[np.abs(x) > 105615.0]
+    r, q = _reduce(x, device, slow)
+    er, eq = _exact_reduction(x)
+    dq = ((q.astype(np.int64) - eq + 2) % 4) - 2  # -1, 0 or +1 (another valid quadrant next to a half turn)
+    assert np.isin(dq, (-1, 0, 1)).all(), x[~np.isin(dq, (-1, 0, 1))][:5]
+    assert (np.abs(er[dq != 0]) > 0.78).all(), x[(dq != 0) & (np.abs(er) <= 0.78)][:5]
+    er = er - dq * (np.pi / 2)
+    rel = np.abs(r - er) / np.abs(er)
+    assert rel.max() < 2.0 ** -20, (x[np.argmax(rel)], r[np.argmax(rel)], er[np.argmax(rel)])
+    assert np.abs(r).max() <= 0.7892
+    # specials: r NaN for +-inf and NaN; -0.0 -> r = -0.0, q = 0
+    r, q = _reduce(np.float32([np.inf, -np.inf, np.nan, -0.0, 0.0, 1e-45, -1e-45]), device)
+    assert np.isnan(r[:3]).all() and (r[3:] == np.float32([0, 0, 1e-45, -1e-45])).all()
+    assert np.signbit(r[3]) and not np.signbit(r[4]) and ((q[3:] & 3) == 0).all()
+
+
+def test_trig_constants():
+    """The slow path's constants: 2/pi's bits (_W, in the PTX too) from Machin's pi, the bound and pi/2 2**-64 as the
+    PTX spells them, and pi/2 = P1 + P2 + P3 (float32 pieces) to 2**-70."""
+    def val(c):
+        return c.value if hasattr(c, "value") else c
+    n = 7 * 32 - 9
+    w = (2 << (_PB + n)) // _PI
+    assert w.bit_length() == n
+    assert TR._W == tuple((w >> (32 * (6 - i))) & 0xFFFFFFFF for i in range(7))
+    ptx = val(TR._TRIG_PTX)
+    for word in TR._W:
+        assert f"0x{word:08X}" in ptx, hex(word)
+    assert f"0f{np.float32(val(TR._TRIG_BOUND)).view(np.uint32):08X}" in ptx
+    assert f"0d{np.float64(val(TR._PIO2_2M64)).view(np.uint64):016X}" in ptx
+    assert val(TR._PIO2_2M64) == float.fromhex("0x1.921fb54442d18p-64")
+    from fractions import Fraction
+    ps = [val(c) for c in (TR._P1, TR._P2, TR._P3)]
+    p = sum(Fraction(c) for c in ps)
+    assert all(np.float32(c) == c for c in ps)
+    assert abs(p - Fraction(_PI, 2 << _PB)) < Fraction(1, 2 ** 70)
+    assert np.float32(val(TR._2OPI)) == np.float32(2 / np.pi)
+
+
+# sin / cos / tan fast path, sm_90 SASS per element (bf16 in and out), the inline PTX's slow path cut out (it runs
+# only where |x| > 105615, inf or NaN): measured 2026-11-30: sin 18.38, cos 18.38, tan 22.38 (libdevice: 84.50 /
+# 84.50 / ~80 static); with the slow path in the count 74.62 / 74.62 / 78.62 (static).
+_TRIG_SASS = {"sin": 18.5, "cos": 18.5, "tan": 22.5}
+
+
+@pytest.mark.skipif(H.INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler")
+@pytest.mark.parametrize("op", sorted(_TRIG_SASS))
+def test_sm90_trig_fast_path(op, monkeypatch):
+    from test_pointwise import _bf16_launch, _compile_as_jit, _e, _sass_per_element
+    f = getattr(nbx, op)
+    with configs.override("pointwise", FAST_MATH16=2):
+        kernel, kargs, meta = _bf16_launch(lambda: f(_e()), monkeypatch)
+        full = _compile_as_jit(kernel, kargs, meta)  # the real PTX assembles (ptxas)
+        static, ops = _sass_per_element(full, meta)
+        src = TR._TRIG_PTX.value
+        cut = src[:src.index("@!p bra DONE;") + len("@!p bra DONE;")] + "\n" + src[src.index("DONE:"):]
+        monkeypatch.setattr(TR, "_TRIG_PTX", tl.constexpr(cut))
+        kernel, kargs, meta = _bf16_launch(lambda: f(_e()), monkeypatch)
+        # Triton memoizes each function's source hash (globals included): recompute them for the cut PTX, and
+        # restore the memoized ones afterwards (monkeypatch)
+        from triton.runtime.jit import JITFunction
+        for fn in [kernel] + [v for v in vars(TR).values() if isinstance(v, JITFunction)]:
+            monkeypatch.setattr(fn, "hash", None)
+        per, _ = _sass_per_element(_compile_as_jit(kernel, kargs, meta), meta)
+    print(f"\n{op} level 2: fast path {per:.2f} SASS instructions per element ({static:.2f} static)")
+    assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
+    assert per <= _TRIG_SASS[op] and static > per + 40, (per, static)

@@ -4,7 +4,8 @@ Same contract as ops/fast_math16.py (its docstring: accuracy, special values, th
 interpreter emulation, the exhaustive tests); that module merges this one's :data:`OPS` (level 1, float32 within
 about 2**-16 relative) and :data:`OPS2` (level 2, about 2**-13 relative) into its tables.
 
-Covered: atan, asin, acos (tests/ops/test_fast_trig16.py: all 65 536 inputs of each 16-bit dtype, SASS counts).
+Covered: atan, asin, acos, and (level 2) sin, cos, tan (tests/ops/test_fast_trig16.py: all 65 536 inputs of each
+16-bit dtype, float32 inputs, SASS counts).
 
 - atan: ``z = x`` for ``|x| <= 1``, ``-1/x`` (rcp.approx.ftz) beyond; ``atan(z) = z P(z**2)`` and the quadrant's
   offset (``+-pi/2`` beyond 1, else a zero of x's sign) added by the same FMA: ``atan(x) = fma(z, P(z**2), off)``.
@@ -23,23 +24,31 @@ sm_90 SASS instructions per element (bf16 in and out, the sm_90 table's large-te
 23.12 (libdevice) -> 19.75 / 18.75. Exhaustive tests, results that differ from the default body (of 65 536, level 1
 / level 2): bfloat16 0 / 0-4, float16 atan 70 / 536, asin 14-16 / 266, acos 8 / 68 (each one 16-bit ulp).
 
-Not covered: sin, cos and tan. The bodies see float32 values only (the kernel converts the operands first), and
-float32 inputs into 16-bit outputs (``out=``) reach the same body, so a reduction must be exact enough for every
-float32 up to 3.4e38, branch-free (session 5: a block-uniform branch to libdevice was slower on the H200; the
-module docstring of ops/fast_math16.py). Measured with scratch bodies compiled as the tests do: a Cody-Waite
-reduction by pi (3 FMAs, k by the 1.5 * 2**23 trick) and one odd polynomial, 16.25 per element, is exact only
-below |x| ~ 1e5 (every float16, but not bfloat16's or float32's large values); the full-range shape, frac(M G_E)
-turns with ``G_E = frac(2**E / 2pi)`` per exponent as a float32 pair (two-product, rint, a sin(pi v) polynomial,
-the parity's sign, small |x| passed through), 29.25 with the table lookup stood in by two multiplies, against
-libdevice's 84.50 static (a Payne-Hanek branch that the common path skips; 74 % of 4.8 TB/s on the H200). Computing
-``G_E`` in the body instead (a barrel shift of 1/2pi's bits, or frac(2**E C_i) over ~7 float32 pieces) costs more
-still; a lookup needs a table operand (a pointer argument of the pointwise kernels, or a per-program table in
-shared memory built from the bits of 1/2pi and read by ``tl.gather``), which ops/pointwise.py does not have.
+sin, cos, tan (level 2 only, :data:`OPS2`; level 1 keeps libdevice). The bodies see float32 values only (the kernel
+converts the operands first, and float32 inputs into 16-bit outputs, ``out=``, reach the same body), so the
+reduction by pi/2 is exact for every float32 up to 3.4e38 without a block-uniform branch (session 5: a branch to
+libdevice for a whole block was slower on the H200): as ops/elementwise.py's ``_remainder_a``, a fast path in
+Triton and a per-element branch inside inline PTX (:data:`_TRIG_PTX`) to an exact slow path, taken only by the lanes
+that need it (|x| > 105615, +-inf, NaN; divergent lanes wait, no barrier). Fast path: CUDA sinf's Cody-Waite
+reduction (k = rint(x 2/pi) by the 1.5 * 2**23 trick, r = x - k pi/2 by three FMAs with a three-float pi/2; exact
+below its bound 105615: tests check the floats nearest every multiple of pi/2 there). Slow path: Payne-Hanek in
+integers, the 96 bits of 2/pi that matter for x's exponent (7 words of 2/pi as immediates, a funnel shift), times
+x's 24-bit significand mod 2**96, the quadrant from the top bits and r from the next 62 through float64 (absolute
+error ~2**-61). Both paths give (r, q) with |r| <= 0.7892 to the same polynomials: sin r = r (1 + s P(s)) (2**-19.0
+relative), cos r = C0 + s Q(s) (2**-16.3), s = r**2, each of degree 1; sin and cos select one by q's parity and flip
+the sign by q's second bit (cos takes q + 1); tan = sin r / cos r or -cos r / sin r by rcp.approx.ftz. The
+interpreter computes the FMAs in float64 (exact for these operands) and the slow path's integer model step for step
+(:func:`_trig_slow`); tests/ops/test_fast_trig16.py checks both against a reduction with 400 bits of pi (Machin's
+formula in integers) on huge random float32 and the floats nearest multiples of pi/2, and the GPU tier runs the
+same test through the PTX. sm_90 SASS per element (bf16 in and out), fast path (the PTX slow path cut out): sin
+18.38, cos 18.38, tan 22.38 (libdevice 84-86 static; with the slow path 74.62 / 74.62 / 78.62 static). Exhaustive
+tests, results that differ from the default body (of 65 536, bfloat16 / float16): sin 38 / 352, cos 32 / 484, tan
+36-38 / 472-474 (each one 16-bit ulp).
 """
 
 from __future__ import annotations
 
-from ..runtime.triton_compat import HAVE_TRITON, jit, tl
+from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 from .fast_math16 import _copysign, _rcpz, _sqrtz
 
 _C = tl.constexpr if HAVE_TRITON else float
@@ -168,3 +177,223 @@ OPS2: dict = {
     "asin": ("elementwise", "_asin_b", _asin_m2),
     "acos": ("elementwise", "_acos_b", _acos_m2),
 }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# sin, cos, tan (level 2): Cody-Waite by pi/2 with a per-element branch, inside inline PTX, to an exact reduction
+# ---------------------------------------------------------------------------------------------------------
+_HW = tl.constexpr(not INTERPRET) if HAVE_TRITON else False
+# |x| <= this: the fast reduction (k = rint(x 2/pi) by the 1.5 * 2**23 trick, r = x - k pi/2 by three FMAs with
+# pi/2 = P1 + P2 + P3, CUDA's constants and bound for sinf) leaves r within a few float32 ulps of |r| relative
+# (tests: the floats nearest every multiple of pi/2 up to the bound); above it, inf and NaN: the slow path.
+_TRIG_BOUND = _C(105615.0)
+_P1 = _C(1.5707960128784180)     # 0x1.921fb0p+0
+_P2 = _C(3.1391647326017846e-07)  # 0x1.5110b4p-22
+_P3 = _C(5.3903025299577648e-15)  # 0x1.846988p-48
+_2OPI = _C(0.6366197466850281)     # float32(2/pi)
+_MAGIC = _C(12582912.0)          # 1.5 * 2**23: adding it rounds to an integer, kept in the low significand bits
+# 2/pi's bits behind 9 zero bits, 7 words (most significant first; tests/ops/test_fast_trig16.py recomputes them
+# from pi by Machin's formula): the slow path takes the 96-bit window that starts E + 7 bits in (E = x's exponent
+# as m 2**E, m a 24-bit integer), so that m times the window, mod 2**96, is x 2/pi mod 4 in units of 2**-94.
+_W = (0x00517CC1, 0xB727220A, 0x94FE13AB, 0xE8FA9A6E, 0xE06DB14A, 0xCC9E21C8, 0x20FF28B1)
+_W0, _W1, _W2, _W3, _W4, _W5, _W6 = (_C(w) for w in _W)
+_PIO2_2M64 = _C(8.515303950216386e-20)   # pi/2 * 2**-64 (0x3BF921FB54442D18)
+
+# Compiled tier: the fast path's (r, k) pass through unless |x| > _TRIG_BOUND or x is NaN (setp.gtu), a branch per
+# element (divergent lanes of a warp wait for each other; no barrier). Slow path: Payne-Hanek on the integers.
+# x = m 2**E (|x| > 105615: E >= -7, m in [2**23, 2**24)); x 2/pi = m 2**E sum b_i 2**-i, and the terms with
+# E - i >= 2 are multiples of 4 (m is an integer): dropped. T = the 96 bits b_{E-1} .. b_{E+94} (b_i = 0 for i <= 0:
+# the 9 zero bits), so x 2/pi = m T 2**-94 (mod 4) up to m 2**-94 < 2**-70 (T's truncation). Z = bits 32..95 of
+# m T (a 64-bit number: the quadrant in its top 2 bits, the fraction below; the dropped low bits: 2**-62), q =
+# (Z + 2**61) >> 62 (rounded to the nearest quadrant), f = (int64)(Z << 2) 2**-64 in [-1/2, 1/2) turns of pi/2,
+# r = f pi/2 in float64 (cvt.rn.f64.s64: 53 bits), negated with q for x < 0, rounded to float32. Absolute error
+# about 2**-61, so r is within 2**-20 relative for |r| >= 2**-40 (the reduced argument of a float32 is much larger:
+# the tests' scan). +-inf and NaN: r = x - x = NaN.
+_TRIG_PTX = tl.constexpr("""{
+.reg .pred p;
+.reg .f32 fa;
+.reg .b32 b, st, j, o, m, a0, a1, a2, a3, t0, t1, t2, q, zr;
+.reg .b64 z, y;
+.reg .f64 d;
+mov.b32 $0, $3;
+mov.b32 $1, $4;
+abs.f32 fa, $2;
+setp.gtu.f32 p, fa, 0f47CE4780;
+@!p bra DONE;
+setp.geu.f32 p, fa, 0f7F800000;
+@p bra SPEC;
+mov.b32 b, $2;
+bfe.u32 st, b, 23, 8;
+sub.s32 st, st, 143;
+shr.u32 j, st, 5;
+and.b32 o, st, 31;
+and.b32 m, b, 0x007FFFFF;
+or.b32 m, m, 0x00800000;
+mov.b32 a0, 0x00517CC1;
+mov.b32 a1, 0xB727220A;
+mov.b32 a2, 0x94FE13AB;
+mov.b32 a3, 0xE8FA9A6E;
+setp.ge.u32 p, j, 1;
+@p mov.b32 a0, a1;
+@p mov.b32 a1, a2;
+@p mov.b32 a2, a3;
+@p mov.b32 a3, 0xE06DB14A;
+setp.ge.u32 p, j, 2;
+@p mov.b32 a0, a1;
+@p mov.b32 a1, a2;
+@p mov.b32 a2, a3;
+@p mov.b32 a3, 0xCC9E21C8;
+setp.ge.u32 p, j, 3;
+@p mov.b32 a0, a1;
+@p mov.b32 a1, a2;
+@p mov.b32 a2, a3;
+@p mov.b32 a3, 0x20FF28B1;
+shf.l.wrap.b32 t0, a1, a0, o;
+shf.l.wrap.b32 t1, a2, a1, o;
+shf.l.wrap.b32 t2, a3, a2, o;
+mul.lo.u32 t0, m, t0;
+mul.wide.u32 z, m, t1;
+mul.wide.u32 y, m, t2;
+shr.u64 y, y, 32;
+add.u64 z, z, y;
+mov.b32 zr, 0;
+mov.b64 y, {zr, t0};
+add.u64 z, z, y;
+add.u64 y, z, 0x2000000000000000;
+shr.u64 y, y, 62;
+cvt.u32.u64 q, y;
+shl.b64 z, z, 2;
+cvt.rn.f64.s64 d, z;
+mul.rn.f64 d, d, 0d3BF921FB54442D18;
+setp.lt.s32 p, b, 0;
+@p neg.f64 d, d;
+@p neg.s32 q, q;
+cvt.rn.f32.f64 $0, d;
+mov.b32 $1, q;
+bra DONE;
+SPEC:
+sub.f32 $0, $2, $2;
+DONE:
+}""") if HAVE_TRITON else None
+
+
+@jit
+def _fmaf(a, b, c):
+    # fmaf; the interpreter (whose fma rounds twice) computes it in float64: exact for the reduction's operands
+    # (k < 2**17 times a constant of at most 24 bits, added to a float32 of magnitude < 2**17: within 53 bits)
+    if _HW:
+        r = tl.fma(a, b, c)
+    else:
+        r = (a.to(tl.float64) * b + c).to(tl.float32)  # b: a constant; c: a constant or float32
+    return r
+
+
+@jit
+def _pick(j, w0, w1, w2, w3):
+    return tl.where(j == 0, w0, tl.where(j == 1, w1, tl.where(j == 2, w2, w3)))
+
+
+@jit
+def _trig_slow(x):
+    """(r, q) of the exact reduction of x by pi/2 (|x| > 105615; +-inf and NaN give NaN): the interpreter's model of
+    :data:`_TRIG_PTX`'s slow path, step for step in 64-bit integers (the tests run it on huge float32 arguments
+    against a reduction with 400 bits of pi)."""
+    b = x.to(tl.uint32, bitcast=True)
+    st = tl.maximum(((b >> 23) & 0xFF).to(tl.int32) - 143, 0)
+    j = tl.minimum(st >> 5, 3)
+    o = (st & 31).to(tl.uint64)
+    m = ((b & 0x7FFFFF) | 0x800000).to(tl.uint64)
+    a0 = _pick(j, _W0, _W1, _W2, _W3).to(tl.uint64)
+    a1 = _pick(j, _W1, _W2, _W3, _W4).to(tl.uint64)
+    a2 = _pick(j, _W2, _W3, _W4, _W5).to(tl.uint64)
+    a3 = _pick(j, _W3, _W4, _W5, _W6).to(tl.uint64)
+    lo32 = tl.full(x.shape, 0xFFFFFFFF, tl.uint64)
+    t0 = (((a0 << 32) | a1) << o) >> 32 & lo32
+    t1 = (((a1 << 32) | a2) << o) >> 32 & lo32
+    t2 = (((a2 << 32) | a3) << o) >> 32 & lo32
+    z = (((m * t0) & lo32) << 32) + m * t1 + ((m * t2) >> 32)
+    q = ((z + (lo32 + 1) * 0x20000000) >> 62).to(tl.int32)
+    d = (z << 2).to(tl.int64, bitcast=True).to(tl.float64) * _PIO2_2M64
+    neg = x < 0
+    r = tl.where(neg, -d, d).to(tl.float32)
+    q = tl.where(neg, -q, q)
+    r = tl.where(tl.abs(x) < float("inf"), r, x - x)
+    return r, q
+
+
+@jit
+def _trig_reduce(x):
+    """(r, q): x = r + q pi/2 (mod 2 pi) with |r| <= pi/4 (a few float32 ulps over), q in 0..3, for every float32
+    x (r is NaN for +-inf and NaN); -0.0 gives r = -0.0."""
+    t = _fmaf(x, _2OPI, _MAGIC)
+    k = t - _MAGIC
+    r = _fmaf(k, -_P1, x)
+    r = _fmaf(k, -_P2, r)
+    r = _fmaf(k, -_P3, r)
+    kb = t.to(tl.int32, bitcast=True)  # k in the low bits (two's complement mod 2**22)
+    if _HW:
+        r, kb = tl.inline_asm_elementwise(_TRIG_PTX, "=f,=r,f,f,r", [x, r, kb], dtype=(tl.float32, tl.int32),
+                                          is_pure=True, pack=1)
+    else:
+        rs, qs = _trig_slow(x)
+        slow = ~(tl.abs(x) <= _TRIG_BOUND)
+        r = tl.where(slow, rs, r)
+        kb = tl.where(slow, qs, kb)
+    return r, kb
+
+
+@jit
+def _sincos_poly(r):
+    # (sin r, cos r) for |r| <= 0.7902 (pi/4 = 0.7854 and the fast reduction's overshoot: its k is rint of x times
+    # float32(2/pi), off by up to 0.0013 turns near 105615; tests: |r| <= 0.7892): sin r = r (1 + s (A1 + A2 s)),
+    # 2**-18.98 relative; cos r = C0 + s (C1 + C2 s), 2**-16.32 relative (s = r**2; fits for relative error, least squares on Chebyshev nodes
+    # reweighted toward minimax). sin(-0.0) = -0.0 (r (1 + s P); r + r s P would give +0.0).
+    s = r * r
+    sn = r * ((s * 0.0081612 - 0.16663309) * s + 1.0)
+    cs = (s * 0.04034631 - 0.49967771) * s + 0.99998779
+    return sn, cs
+
+
+@jit
+def _flip(v, bit):
+    # v with its sign bit xor-ed with bit 0 of ``bit`` (an int32)
+    return (v.to(tl.int32, bitcast=True) ^ (bit << 31)).to(tl.float32, bitcast=True)
+
+
+@jit
+def _sin_m2(x, p0, p1, p2):
+    # sin(r + q pi/2): sin r, cos r, -sin r, -cos r. Error: the polynomials' plus a few float32 roundings (the
+    # reduced r within a few ulps of itself), 2**-16 relative at most: level 2's bound with room.
+    r, q = _trig_reduce(x)
+    sn, cs = _sincos_poly(r)
+    return _flip(tl.where((q & 1) != 0, cs, sn), q >> 1)
+
+
+@jit
+def _cos_m2(x, p0, p1, p2):
+    # cos(x) = sin(x + pi/2): the quadrant q + 1
+    r, q = _trig_reduce(x)
+    sn, cs = _sincos_poly(r)
+    q = q + 1
+    return _flip(tl.where((q & 1) != 0, cs, sn), q >> 1)
+
+
+@jit
+def _tan_m2(x, p0, p1, p2):
+    # tan(r + q pi/2) = tan r (q even), -cot r (q odd): the quotient by rcp.approx.ftz (1 ulp), 2**-16 relative. Its
+    # operand is never subnormal: cos r >= 0.7 (q even; a subnormal x keeps tan(x) = x by the ordinary multiply), sin
+    # r with |r| >= 2**-40 (q odd: r is the distance of a float32 from a nonzero multiple of pi/2; tests: >= 1e-9).
+    # Near such a multiple -cot r is large and rounds to +-inf in bfloat16 or float16, as it should.
+    r, q = _trig_reduce(x)
+    sn, cs = _sincos_poly(r)
+    odd = (q & 1) != 0
+    n = tl.where(odd, cs, sn)
+    d = tl.where(odd, sn, cs)
+    return _flip(n * _rcpz(d), q)
+
+
+OPS2.update({
+    "sin": ("elementwise", "_sin_b", _sin_m2),
+    "cos": ("elementwise", "_cos_b", _cos_m2),
+    "tan": ("elementwise", "_tan_b", _tan_m2),
+})
