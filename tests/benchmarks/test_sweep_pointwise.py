@@ -114,7 +114,8 @@ def test_math16_smoke_run_compares_the_key_with_the_table(tmp_path):
     for c in cases:   # the ops added last are timed with the key off too (sm90.json turns it on)
         want = [{M16.KEY: 0}, {M16.KEY: 1}] if c.op in S.MATH16_EXPLICIT else [{M16.KEY: 1}]
         if c.op in S.MATH16_LEVEL2:  # level 2 (fast_math16.OPS2) after the level it is compared with (0: no level 1)
-            assert c.op in M16.OPS2 and (S.MATH16_LEVEL2[c.op] == 1) == (c.op in M16.OPS), c.op
+            two, one = {**M16.OPS2, **fast_trig16.OPS2}, {**M16.OPS, **fast_trig16.OPS}
+            assert c.op in two and (S.MATH16_LEVEL2[c.op] == 1) == (c.op in one), c.op
             want = [w for w in want if w[M16.KEY] < S.MATH16_LEVEL2[c.op]] + [{M16.KEY: S.MATH16_LEVEL2[c.op]},
                                                                                {M16.KEY: 2}]
         assert c.variants() == want, c.op
