@@ -470,14 +470,8 @@ def _compile_as_jit(kernel, args, meta):
 
 def _sass_per_element(compiled, meta) -> tuple[float, list[str]]:
     """SASS instructions (NOPs excluded) per element each thread handles, and the opcodes."""
-    ops = []
-    for line in compiled.asm["sass"].splitlines():
-        if "\t" not in line or line.startswith("Function"):
-            continue
-        op = line.split("\t", 1)[1].strip()
-        op = op.split()[1] if op.startswith("@") else op.split()[0]
-        if not op.startswith("NOP"):
-            ops.append(op)
+    from sass_harness import opcodes
+    ops = opcodes(compiled.asm["sass"].splitlines())
     return len(ops) / (meta["BLOCK"] / (32 * meta.get("num_warps", 4))), ops
 
 
