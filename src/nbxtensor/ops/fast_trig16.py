@@ -40,8 +40,10 @@ the sign by q's second bit (cos takes q + 1); tan = sin r / cos r or -cos r / si
 interpreter computes the FMAs in float64 (exact for these operands) and the slow path's integer model step for step
 (:func:`_trig_slow`); tests/ops/test_fast_trig16.py checks both against a reduction with 400 bits of pi (Machin's
 formula in integers) on huge random float32 and the floats nearest multiples of pi/2, and the GPU tier runs the
-same test through the PTX. sm_90 SASS per element (bf16 in and out), fast path (the PTX slow path cut out): sin
-18.38, cos 18.38, tan 22.38 (libdevice 84-86 static; with the slow path 74.62 / 74.62 / 78.62 static). Exhaustive
+same test through the PTX. One asm instance takes 8 elements (``pack``): 8 FSETP or-ed into one predicate, one
+branch and its BSSY/BSYNC pair per 8 (one per element cost 4 instructions per element). sm_90 SASS per element (bf16
+in and out) on the fast path (the slow paths' instructions excluded): sin 19.75, cos 19.75, tan 23.75 (without the
+check 18.38 / 18.38 / 22.38; static with the slow paths 75.38 / 75.38 / 79.38; libdevice 84-86 static). Exhaustive
 tests, results that differ from the default body (of 65 536, bfloat16 / float16): sin 38 / 352, cos 32 / 484, tan
 36-38 / 472-474 (each one 16-bit ulp).
 """
@@ -200,7 +202,8 @@ _W0, _W1, _W2, _W3, _W4, _W5, _W6 = (_C(w) for w in _W)
 _PIO2_2M64 = _C(8.515303950216386e-20)   # pi/2 * 2**-64 (0x3BF921FB54442D18)
 
 # Compiled tier: the fast path's (r, k) pass through unless |x| > _TRIG_BOUND or x is NaN (setp.gtu), a branch per
-# element (divergent lanes of a warp wait for each other; no barrier). Slow path: Payne-Hanek on the integers.
+# asm instance (8 elements) and again per element inside it (divergent lanes of a warp wait for each other; no
+# barrier). Slow path: Payne-Hanek on the integers.
 # x = m 2**E (|x| > 105615: E >= -7, m in [2**23, 2**24)); x 2/pi = m 2**E sum b_i 2**-i, and the terms with
 # E - i >= 2 are multiples of 4 (m is an integer): dropped. T = the 96 bits b_{E-1} .. b_{E+94} (b_i = 0 for i <= 0:
 # the 9 zero bits), so x 2/pi = m T 2**-94 (mod 4) up to m 2**-94 < 2**-70 (T's truncation). Z = bits 32..95 of
@@ -209,20 +212,17 @@ _PIO2_2M64 = _C(8.515303950216386e-20)   # pi/2 * 2**-64 (0x3BF921FB54442D18)
 # r = f pi/2 in float64 (cvt.rn.f64.s64: 53 bits), negated with q for x < 0, rounded to float32. Absolute error
 # about 2**-61, so r is within 2**-20 relative for |r| >= 2**-40 (the reduced argument of a float32 is much larger:
 # the tests' scan). +-inf and NaN: r = x - x = NaN.
-_TRIG_PTX = tl.constexpr("""{
-.reg .pred p;
-.reg .f32 fa;
-.reg .b32 b, st, j, o, m, a0, a1, a2, a3, t0, t1, t2, q, zr;
-.reg .b64 z, y;
-.reg .f64 d;
-mov.b32 $0, $3;
-mov.b32 $1, $4;
-abs.f32 fa, $2;
+_TRIG_PACK = 8  # elements per asm instance: one branch (and one BSSY/BSYNC pair) for eight elements
+
+
+def _slow_ptx(x: str, r: str, q: str, i: int) -> str:
+    # the slow path of one element (x's register, the outputs r and q), labels suffixed by i
+    return f"""abs.f32 fa, {x};
 setp.gtu.f32 p, fa, 0f47CE4780;
-@!p bra DONE;
+@!p bra SKIP{i};
 setp.geu.f32 p, fa, 0f7F800000;
-@p bra SPEC;
-mov.b32 b, $2;
+@p bra SPEC{i};
+mov.b32 b, {x};
 bfe.u32 st, b, 23, 8;
 sub.s32 st, st, 143;
 shr.u32 j, st, 5;
@@ -257,24 +257,45 @@ mul.wide.u32 y, m, t2;
 shr.u64 y, y, 32;
 add.u64 z, z, y;
 mov.b32 zr, 0;
-mov.b64 y, {zr, t0};
+mov.b64 y, {{zr, t0}};
 add.u64 z, z, y;
 add.u64 y, z, 0x2000000000000000;
 shr.u64 y, y, 62;
-cvt.u32.u64 q, y;
+cvt.u32.u64 qq, y;
 shl.b64 z, z, 2;
 cvt.rn.f64.s64 d, z;
 mul.rn.f64 d, d, 0d3BF921FB54442D18;
 setp.lt.s32 p, b, 0;
 @p neg.f64 d, d;
-@p neg.s32 q, q;
-cvt.rn.f32.f64 $0, d;
-mov.b32 $1, q;
-bra DONE;
-SPEC:
-sub.f32 $0, $2, $2;
-DONE:
-}""") if HAVE_TRITON else None
+@p neg.s32 qq, qq;
+cvt.rn.f32.f64 {r}, d;
+mov.b32 {q}, qq;
+bra SKIP{i};
+SPEC{i}:
+sub.f32 {r}, {x}, {x};
+SKIP{i}:
+"""
+
+
+def _trig_ptx(n: int) -> str:
+    """The asm of :func:`_trig_reduce` for ``n`` elements: outputs r ($0..), q ($n..); inputs x ($2n..), the fast
+    path's r ($3n..) and k bits ($4n..). The fast path: the (r, k) pass through, and one predicate (|x| > 105615 or
+    NaN, or-ed over the n elements by setp's combining form) branches to the slow paths, each guarded again."""
+    x, rf, kf = (lambda i: f"${2 * n + i}"), (lambda i: f"${3 * n + i}"), (lambda i: f"${4 * n + i}")
+    out = ["{", ".reg .pred p, any;", ".reg .f32 fa;",
+           ".reg .b32 b, st, j, o, m, a0, a1, a2, a3, t0, t1, t2, qq, zr;", ".reg .b64 z, y;", ".reg .f64 d;"]
+    out += [f"mov.b32 ${i}, {rf(i)};\nmov.b32 ${n + i}, {kf(i)};" for i in range(n)]
+    for i in range(n):
+        out += [f"abs.f32 fa, {x(i)};",
+                f"setp.gtu.f32 any, fa, 0f47CE4780;" if i == 0 else f"setp.gtu.or.f32 any, fa, 0f47CE4780, any;"]
+    out += ["@!any bra DONE;"] + [_slow_ptx(x(i), f"${i}", f"${n + i}", i) for i in range(n)] + ["DONE:", "}"]
+    return "\n".join(out)
+
+
+_TRIG_PTX = tl.constexpr(_trig_ptx(_TRIG_PACK)) if HAVE_TRITON else None
+_TRIG_N = _C(_TRIG_PACK)
+_TRIG_CONS = tl.constexpr(",".join(["=f"] * _TRIG_PACK + ["=r"] * _TRIG_PACK + ["f"] * (2 * _TRIG_PACK)
+                                   + ["r"] * _TRIG_PACK)) if HAVE_TRITON else None
 
 
 @jit
@@ -332,8 +353,8 @@ def _trig_reduce(x):
     r = _fmaf(k, -_P3, r)
     kb = t.to(tl.int32, bitcast=True)  # k in the low bits (two's complement mod 2**22)
     if _HW:
-        r, kb = tl.inline_asm_elementwise(_TRIG_PTX, "=f,=r,f,f,r", [x, r, kb], dtype=(tl.float32, tl.int32),
-                                          is_pure=True, pack=1)
+        r, kb = tl.inline_asm_elementwise(_TRIG_PTX, _TRIG_CONS, [x, r, kb], dtype=(tl.float32, tl.int32),
+                                          is_pure=True, pack=_TRIG_N)
     else:
         rs, qs = _trig_slow(x)
         slow = ~(tl.abs(x) <= _TRIG_BOUND)
