@@ -183,7 +183,7 @@ MATH16_CASES = [  # (op, input domain, binary)
 # level 1 has no body), FAST_MATH16=2 after it. sm_90 SASS per element, level 1 -> 2: erf 24.25 -> 16.12, erfc
 # 29.38 -> 17.38, gelu 21.38 -> 18.38, acosh 24.38 -> 15.12, asinh 22.12 -> 18.00, atanh 20.12 -> 15.00, atan2
 # 42.75 -> 28.75; tanhshrink 25.88 (default) -> 16.12; sin, cos, tan (fast_trig16.OPS2; libdevice 84-86 static) ->
-# 19.75, 19.75, 23.75 on the fast path (inline PTX's per-element slow path for |x| > 105615 not counted).
+# 17.62, 18.12, 21.75 on the fast path (inline PTX's per-element slow path for |x| > 105615 not counted).
 MATH16_LEVEL2 = {"erf": 1, "erfc": 1, "gelu": 1, "acosh": 1, "asinh": 1, "atanh": 1, "atan2": 1, "tanhshrink": 0,
                  "sin": 0, "cos": 0, "tan": 0}
 GROUPS = ("issue4", "activations", "alt", "math16", "all")

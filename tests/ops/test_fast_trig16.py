@@ -190,17 +190,23 @@ _PB = 400
 _PI = _pi_fixed(_PB)
 
 
-def _exact_reduction(x: np.ndarray):
-    """(r, q) for float32 x (finite): x 2/pi = q + f rounded to the nearest integer q, r = f pi/2 (float64 of the
-    exact fraction), q mod 4; exact rational arithmetic with pi to 400 bits."""
+def _exact_reduction(x: np.ndarray, mode: int = 0):
+    """(r, q) for float32 x (finite), exact rational arithmetic with pi to 400 bits: mode 0 (by pi/2, tan's): q the
+    integer nearest x 2/pi, r = x - q pi/2, q mod 4; mode 1 (by pi, sin's): q nearest x/pi, r = x - q pi, q mod 2;
+    mode 2 (cos's): q nearest |x|/pi - 1/2, r = |x| - (q + 1/2) pi, q mod 2. r as the float64 of the exact value."""
+    unit, mod = (1, 4) if mode == 0 else (2, 2)  # the unit is unit * pi/2
     rs, qs = [], []
     for v in x.astype(np.float64):
+        v = abs(v) if mode == 2 else v
         mant, e = np.frexp(v)
         m, e = int(mant * 2 ** 53), int(e) - 53  # v = m 2**e exactly
-        num, den = (m << (e + 1 + _PB), _PI) if e >= 0 else (m << (1 + _PB), _PI << -e)
+        # v / (unit pi/2) = num / den
+        num, den = (m << (e + 1 + _PB), _PI * unit) if e >= 0 else (m << (1 + _PB), (_PI * unit) << -e)
+        if mode == 2:
+            num, den = 2 * num - den, 2 * den  # v / pi - 1/2
         q = (2 * num + den) // (2 * den)
-        rs.append((num - q * den) / den * (np.pi / 2))
-        qs.append(q % 4)
+        rs.append((num - q * den) / den * (np.pi / 2 * unit))
+        qs.append(q % mod)
     return np.array(rs), np.array(qs)
 
 
@@ -208,24 +214,26 @@ if HAVE_TRITON:
     from nbxtensor.runtime.triton_compat import jit
 
     @jit
-    def _reduce_kernel(X, R, Q, n, SLOW: tl.constexpr, BLOCK: tl.constexpr):
+    def _reduce_kernel(X, R, Q, n, MODE: tl.constexpr, SLOW: tl.constexpr, BLOCK: tl.constexpr):
         o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         msk = o < n
         x = tl.load(X + o, mask=msk, other=1.0)
         if SLOW:
-            r, q = TR._trig_slow(x)
-        else:
+            r, q = TR._trig_slow(x, MODE)
+        elif MODE == 0:
             r, q = TR._trig_reduce(x)
+        else:
+            r, q = TR._trig_reduce_pi(x, MODE == 2)
         tl.store(R + o, r, mask=msk)
         tl.store(Q + o, q, mask=msk)
 
 
-def _reduce(x: np.ndarray, device: str, slow: bool = False):
+def _reduce(x: np.ndarray, device: str, mode: int = 0, slow: bool = False):
     from nbxtensor.runtime.launcher import launch
     n, block = x.size, 1024
     r = nbx.empty(n, dtype=nbx.float32, device=device)
     q = nbx.empty(n, dtype=nbx.int32, device=device)
-    launch(_reduce_kernel, ((n + block - 1) // block,), nbx.from_numpy(x).to(device), r, q, n, SLOW=slow,
+    launch(_reduce_kernel, ((n + block - 1) // block,), nbx.from_numpy(x).to(device), r, q, n, MODE=mode, SLOW=slow,
            BLOCK=block)
     return H.result_host(r), H.result_host(q)
 
@@ -242,31 +250,38 @@ def _reduction_inputs(rng) -> np.ndarray:
     return np.concatenate([x, -x[::3]]).astype(np.float32)
 
 
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["pio2-tan", "pi-sin", "pi-half-cos"])
 @pytest.mark.parametrize("slow", [False, True], ids=["reduce", "slow-path-alone"])
-def test_trig_reduction(slow, device):
-    """The reduction's (r, q) against :func:`_exact_reduction`: the same x (mod 2pi) with r within 2**-20 relative
-    (r, q+-1 on the other side of a half turn: |r| near pi/4, both valid), |r| <= 0.7892 (the polynomials' range
-    0.7902). Interpreter tier: the fast path by exact FMAs and the slow path's model in 64-bit integers
-    (``_trig_slow``: the PTX step for step); GPU tier (NBX_TEST_DEVICE=cuda): the real FMAs and the inline PTX
-    (``slow-path-alone`` tests the interpreter model only: on the GPU it is compiled Triton integer code)."""
+def test_trig_reduction(slow, mode, device):
+    """The reductions' (r, q) against :func:`_exact_reduction`: the same x (mod 2pi) with r within 2**-20 relative
+    (r, q+-1 on the other side of a half unit: both valid), |r| within the polynomials' range. Interpreter tier: the
+    fast path by exact FMAs and the slow path's model in 64-bit integers (``_trig_slow``: the PTX step for step);
+    GPU tier (NBX_TEST_DEVICE=cuda): the real FMAs and the inline PTX (``slow-path-alone`` tests the interpreter
+    model only: on the GPU it is compiled Triton integer code)."""
     if not (H.INTERPRET or device.startswith("cuda")):
         pytest.skip("runs the Triton reduction (the interpreter or the GPU tier)")
     x = _reduction_inputs(np.random.default_rng(11))
     if slow:
         x = x[np.abs(x) > 105615.0]
-    r, q = _reduce(x, device, slow)
-    er, eq = _exact_reduction(x)
-    dq = ((q.astype(np.int64) - eq + 2) % 4) - 2  # -1, 0 or +1 (another valid quadrant next to a half turn)
+    r, q = _reduce(x, device, mode, slow)
+    er, eq = _exact_reduction(x, mode)
+    mod, unit = (4, np.pi / 2) if mode == 0 else (2, np.pi)
+    dq = ((q.astype(np.int64) - eq + 1) % mod) - 1  # -1, 0 or +1 (another valid multiple next to a half unit)
+    if mod == 2:  # the parity alone: the side from r's sign
+        dq = np.where(dq != 0, np.where(er > 0, 1, -1), 0)
     assert np.isin(dq, (-1, 0, 1)).all(), x[~np.isin(dq, (-1, 0, 1))][:5]
-    assert (np.abs(er[dq != 0]) > 0.78).all(), x[(dq != 0) & (np.abs(er) <= 0.78)][:5]
-    er = er - dq * (np.pi / 2)
+    near = np.abs(er) > unit / 2 - 0.005
+    assert near[dq != 0].all(), x[(dq != 0) & ~near][:5]
+    er = er - dq * unit
     rel = np.abs(r - er) / np.abs(er)
     assert rel.max() < 2.0 ** -20, (x[np.argmax(rel)], r[np.argmax(rel)], er[np.argmax(rel)])
-    assert np.abs(r).max() <= 0.7892
-    # specials: r NaN for +-inf and NaN; -0.0 -> r = -0.0, q = 0
-    r, q = _reduce(np.float32([np.inf, -np.inf, np.nan, -0.0, 0.0, 1e-45, -1e-45]), device)
-    assert np.isnan(r[:3]).all() and (r[3:] == np.float32([0, 0, 1e-45, -1e-45])).all()
-    assert np.signbit(r[3]) and not np.signbit(r[4]) and ((q[3:] & 3) == 0).all()
+    assert np.abs(r).max() <= (0.7892 if mode == 0 else 1.5765), np.abs(r).max()
+    # specials: r NaN for +-inf and NaN; -0.0 -> r = -0.0, q = 0 (sin, tan)
+    r, q = _reduce(np.float32([np.inf, -np.inf, np.nan, -0.0, 0.0, 1e-45, -1e-45]), device, mode)
+    assert np.isnan(r[:3]).all()
+    if mode != 2:
+        assert (r[3:] == np.float32([0, 0, 1e-45, -1e-45])).all()
+        assert np.signbit(r[3]) and not np.signbit(r[4]) and ((q[3:] & 3) == 0).all()
 
 
 def test_trig_constants():
@@ -283,6 +298,10 @@ def test_trig_constants():
         assert f"0x{word:08X}" in ptx, hex(word)
     assert f"0f{np.float32(val(TR._TRIG_BOUND)).view(np.uint32):08X}" in ptx
     assert f"0d{np.float64(val(TR._PIO2_2M64)).view(np.uint64):016X}" in ptx
+    for name in ("_SIN_PTX", "_COS_PTX"):
+        assert f"0d{np.float64(val(TR._PI_2M64)).view(np.uint64):016X}" in val(getattr(TR, name)), name
+    assert val(TR._PI_2M64) == float.fromhex("0x1.921fb54442d18p-63")
+    assert np.float32(val(TR._1OPI)) == np.float32(1 / np.pi) and np.float32(1 / np.pi).view(np.uint32) == 0x3EA2F983
     assert val(TR._PIO2_2M64) == float.fromhex("0x1.921fb54442d18p-64")
     from fractions import Fraction
     ps = [val(c) for c in (TR._P1, TR._P2, TR._P3)]
@@ -316,9 +335,10 @@ def _fast_path_count(sass: str) -> tuple[int, int]:
 
 
 # sin / cos / tan, sm_90 SASS per element (bf16 in and out): the fast path (the instructions the PTX slow paths
-# hold excluded; the check of 8 elements, one branch and its BSSY/BSYNC included), measured 2026-11-30: sin 19.75,
-# cos 19.75, tan 23.75 (static with the slow paths 75.38 / 75.38 / 79.38; libdevice 84.50 static for sin).
-_TRIG_SASS = {"sin": 20, "cos": 20, "tan": 24}
+# hold excluded; the check of 8 elements, one branch and its BSSY/BSYNC included), measured 2026-11-30: sin 17.62,
+# cos 18.12 (reductions by pi, one polynomial), tan 21.75 (by pi/2, two polynomials and a quotient); static with the
+# slow paths 73.25 / 69.75 / 77.38; libdevice 84.50 static for sin.
+_TRIG_SASS = {"sin": 17.75, "cos": 18.25, "tan": 22}
 
 
 @pytest.mark.skipif(H.INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler")

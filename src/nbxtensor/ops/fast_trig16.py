@@ -26,26 +26,28 @@ sm_90 SASS instructions per element (bf16 in and out, the sm_90 table's large-te
 
 sin, cos, tan (level 2 only, :data:`OPS2`; level 1 keeps libdevice). The bodies see float32 values only (the kernel
 converts the operands first, and float32 inputs into 16-bit outputs, ``out=``, reach the same body), so the
-reduction by pi/2 is exact for every float32 up to 3.4e38 without a block-uniform branch (session 5: a branch to
+reduction must be exact for every float32 up to 3.4e38 without a block-uniform branch (session 5: a branch to
 libdevice for a whole block was slower on the H200): as ops/elementwise.py's ``_remainder_a``, a fast path in
-Triton and a per-element branch inside inline PTX (:data:`_TRIG_PTX`) to an exact slow path, taken only by the lanes
+Triton and a per-element branch inside inline PTX (:data:`_SIN_PTX`, :data:`_COS_PTX`, :data:`_TRIG_PTX`) to an exact slow path, taken only by the lanes
 that need it (|x| > 105615, +-inf, NaN; divergent lanes wait, no barrier). Fast path: CUDA sinf's Cody-Waite
-reduction (k = rint(x 2/pi) by the 1.5 * 2**23 trick, r = x - k pi/2 by three FMAs with a three-float pi/2; exact
-below its bound 105615: tests check the floats nearest every multiple of pi/2 there). Slow path: Payne-Hanek in
-integers, the 96 bits of 2/pi that matter for x's exponent (7 words of 2/pi as immediates, a funnel shift), times
-x's 24-bit significand mod 2**96, the quadrant from the top bits and r from the next 62 through float64 (absolute
-error ~2**-61). Both paths give (r, q) with |r| <= 0.7892 to the same polynomials: sin r = r (1 + s P(s)) (2**-19.0
-relative), cos r = C0 + s Q(s) (2**-16.3), s = r**2, each of degree 1; sin and cos select one by q's parity and flip
-the sign by q's second bit (cos takes q + 1); tan = sin r / cos r or -cos r / sin r by rcp.approx.ftz. The
-interpreter computes the FMAs in float64 (exact for these operands) and the slow path's integer model step for step
-(:func:`_trig_slow`); tests/ops/test_fast_trig16.py checks both against a reduction with 400 bits of pi (Machin's
-formula in integers) on huge random float32 and the floats nearest multiples of pi/2, and the GPU tier runs the
-same test through the PTX. One asm instance takes 8 elements (``pack``): 8 FSETP or-ed into one predicate, one
-branch and its BSSY/BSYNC pair per 8 (one per element cost 4 instructions per element). sm_90 SASS per element (bf16
-in and out) on the fast path (the slow paths' instructions excluded): sin 19.75, cos 19.75, tan 23.75 (without the
-check 18.38 / 18.38 / 22.38; static with the slow paths 75.38 / 75.38 / 79.38; libdevice 84-86 static). Exhaustive
-tests, results that differ from the default body (of 65 536, bfloat16 / float16): sin 38 / 352, cos 32 / 484, tan
-36-38 / 472-474 (each one 16-bit ulp).
+reduction (three FMAs with a three-float pi/2, exact below its bound 105615: tests check the floats nearest every
+multiple of pi/2 there), by pi for sin (x = k pi + r, k = rint(x / pi) by the 1.5 * 2**23 trick: sin(x) = (-1)**k
+sin r) and cos (|x| = (k + 1/2) pi + r, k = floor(|x| / pi) by fma.rm over 2**23: cos(x) = (-1)**(k + 1) sin r),
+by pi/2 for tan (q = rint(x 2/pi): tan r or -cot r). Slow path: Payne-Hanek in integers, the 96 bits of 2/pi that
+matter for x's exponent (7 words of 2/pi as immediates, a funnel shift), times x's 24-bit significand mod 2**96: x
+2/pi mod 4 (so x/pi mod 2) to 2**-62, the multiple from the top bits and r from the rest through float64. Both
+paths give (r, k) to the same polynomial: sin and cos one odd polynomial on |r| <= pi/2 (r (1 + s P(s)), s = r**2,
+P of degree 2, 2**-19.7 relative; cos's coefficients negated for its sign) and the sign flip by k's parity; tan sin
+r (degree 1 in s, 2**-19.0) and cos r (C0 + s Q(s), 2**-16.3) on |r| <= pi/4 and a quotient by rcp.approx.ftz. The
+interpreter computes the FMAs in float64 (exact for these operands), fma.rm by floor, and the slow path's integer
+model step for step (:func:`_trig_slow`); tests/ops/test_fast_trig16.py checks all three reductions against one
+with 400 bits of pi (Machin's formula in integers) on huge random float32 and the floats nearest multiples of pi/2,
+and the GPU tier runs the same test through the PTX. One asm instance takes 8 elements (``pack``): 8 FSETP or-ed
+into one predicate, one branch and its BSSY/BSYNC pair per 8 (per element they cost 4 instructions per element).
+sm_90 SASS per element (bf16 in and out) on the fast path (the slow paths' instructions excluded): sin 17.62, cos
+18.12, tan 21.75 (static with the slow paths 73.25 / 69.75 / 77.38; libdevice 84-86 static). Exhaustive tests,
+results that differ from the default body (of 65 536, bfloat16 / float16): sin 8 / 36, cos 4 / 64, tan 36-38 /
+472-474 (each one 16-bit ulp).
 """
 
 from __future__ import annotations
@@ -200,6 +202,8 @@ _MAGIC = _C(12582912.0)          # 1.5 * 2**23: adding it rounds to an integer, 
 _W = (0x00517CC1, 0xB727220A, 0x94FE13AB, 0xE8FA9A6E, 0xE06DB14A, 0xCC9E21C8, 0x20FF28B1)
 _W0, _W1, _W2, _W3, _W4, _W5, _W6 = (_C(w) for w in _W)
 _PIO2_2M64 = _C(8.515303950216386e-20)   # pi/2 * 2**-64 (0x3BF921FB54442D18)
+_PI_2M64 = _C(1.7030607900432772e-19)    # pi * 2**-64 (0x3C0921FB54442D18)
+_1OPI = _C(0.31830987334251404)          # float32(1/pi) (0x3EA2F983)
 
 # Compiled tier: the fast path's (r, k) pass through unless |x| > _TRIG_BOUND or x is NaN (setp.gtu), a branch per
 # asm instance (8 elements) and again per element inside it (divergent lanes of a warp wait for each other; no
@@ -215,7 +219,34 @@ _PIO2_2M64 = _C(8.515303950216386e-20)   # pi/2 * 2**-64 (0x3BF921FB54442D18)
 _TRIG_PACK = 8  # elements per asm instance: one branch (and one BSSY/BSYNC pair) for eight elements
 
 
-def _slow_ptx(x: str, r: str, q: str, i: int) -> str:
+# Z (bits 32..95 of m T) is x 2/pi mod 4 in units of 2**-62, so also x/pi mod 2 in units of 2**-63. Mode 0 (by
+# pi/2, tan): q = round(Z 2**-62), r = frac pi/2; mode 1 (by pi, sin): k = round(Z 2**-63), r = frac pi; mode 2
+# (cos): the same for |x|/pi - 1/2 (Z - 2**62; Z does not see x's sign), so |x| = (k + 1/2) pi + r; modes 0 and 1
+# negate r and q for x < 0 (the reduction of -|x|).
+_TAILS = {
+    0: """add.u64 y, z, 0x2000000000000000;
+shr.u64 y, y, 62;
+cvt.u32.u64 qq, y;
+shl.b64 z, z, 2;
+cvt.rn.f64.s64 d, z;
+mul.rn.f64 d, d, 0d3BF921FB54442D18;
+""",
+    1: """add.u64 y, z, 0x4000000000000000;
+shr.u64 y, y, 63;
+cvt.u32.u64 qq, y;
+shl.b64 z, z, 1;
+cvt.rn.f64.s64 d, z;
+mul.rn.f64 d, d, 0d3C0921FB54442D18;
+""",
+}
+_TAILS[2] = "sub.u64 z, z, 0x4000000000000000;\n" + _TAILS[1]
+_NEG = """setp.lt.s32 p, b, 0;
+@p neg.f64 d, d;
+@p neg.s32 qq, qq;
+"""
+
+
+def _slow_ptx(x: str, r: str, q: str, i: int, mode: int) -> str:
     # the slow path of one element (x's register, the outputs r and q), labels suffixed by i
     return f"""abs.f32 fa, {x};
 setp.gtu.f32 p, fa, 0f47CE4780;
@@ -259,16 +290,7 @@ add.u64 z, z, y;
 mov.b32 zr, 0;
 mov.b64 y, {{zr, t0}};
 add.u64 z, z, y;
-add.u64 y, z, 0x2000000000000000;
-shr.u64 y, y, 62;
-cvt.u32.u64 qq, y;
-shl.b64 z, z, 2;
-cvt.rn.f64.s64 d, z;
-mul.rn.f64 d, d, 0d3BF921FB54442D18;
-setp.lt.s32 p, b, 0;
-@p neg.f64 d, d;
-@p neg.s32 qq, qq;
-cvt.rn.f32.f64 {r}, d;
+{_TAILS[mode]}{"" if mode == 2 else _NEG}cvt.rn.f32.f64 {r}, d;
 mov.b32 {q}, qq;
 bra SKIP{i};
 SPEC{i}:
@@ -277,7 +299,7 @@ SKIP{i}:
 """
 
 
-def _trig_ptx(n: int) -> str:
+def _trig_ptx(n: int, mode: int = 0) -> str:
     """The asm of :func:`_trig_reduce` for ``n`` elements: outputs r ($0..), q ($n..); inputs x ($2n..), the fast
     path's r ($3n..) and k bits ($4n..). The fast path: the (r, k) pass through, and one predicate (|x| > 105615 or
     NaN, or-ed over the n elements by setp's combining form) branches to the slow paths, each guarded again."""
@@ -288,11 +310,13 @@ def _trig_ptx(n: int) -> str:
     for i in range(n):
         out += [f"abs.f32 fa, {x(i)};",
                 f"setp.gtu.f32 any, fa, 0f47CE4780;" if i == 0 else f"setp.gtu.or.f32 any, fa, 0f47CE4780, any;"]
-    out += ["@!any bra DONE;"] + [_slow_ptx(x(i), f"${i}", f"${n + i}", i) for i in range(n)] + ["DONE:", "}"]
+    out += ["@!any bra DONE;"] + [_slow_ptx(x(i), f"${i}", f"${n + i}", i, mode) for i in range(n)] + ["DONE:", "}"]
     return "\n".join(out)
 
 
 _TRIG_PTX = tl.constexpr(_trig_ptx(_TRIG_PACK)) if HAVE_TRITON else None
+_SIN_PTX = tl.constexpr(_trig_ptx(_TRIG_PACK, 1)) if HAVE_TRITON else None
+_COS_PTX = tl.constexpr(_trig_ptx(_TRIG_PACK, 2)) if HAVE_TRITON else None
 _TRIG_N = _C(_TRIG_PACK)
 _TRIG_CONS = tl.constexpr(",".join(["=f"] * _TRIG_PACK + ["=r"] * _TRIG_PACK + ["f"] * (2 * _TRIG_PACK)
                                    + ["r"] * _TRIG_PACK)) if HAVE_TRITON else None
@@ -315,7 +339,7 @@ def _pick(j, w0, w1, w2, w3):
 
 
 @jit
-def _trig_slow(x):
+def _trig_slow(x, MODE: tl.constexpr = 0):
     """(r, q) of the exact reduction of x by pi/2 (|x| > 105615; +-inf and NaN give NaN): the interpreter's model of
     :data:`_TRIG_PTX`'s slow path, step for step in 64-bit integers (the tests run it on huge float32 arguments
     against a reduction with 400 bits of pi)."""
@@ -333,9 +357,15 @@ def _trig_slow(x):
     t1 = (((a1 << 32) | a2) << o) >> 32 & lo32
     t2 = (((a2 << 32) | a3) << o) >> 32 & lo32
     z = (((m * t0) & lo32) << 32) + m * t1 + ((m * t2) >> 32)
-    q = ((z + (lo32 + 1) * 0x20000000) >> 62).to(tl.int32)
-    d = (z << 2).to(tl.int64, bitcast=True).to(tl.float64) * _PIO2_2M64
-    neg = x < 0
+    if MODE == 0:
+        q = ((z + (lo32 + 1) * 0x20000000) >> 62).to(tl.int32)
+        d = (z << 2).to(tl.int64, bitcast=True).to(tl.float64) * _PIO2_2M64
+    else:
+        if MODE == 2:
+            z = z - (lo32 + 1) * 0x40000000
+        q = ((z + (lo32 + 1) * 0x40000000) >> 63).to(tl.int32)
+        d = (z << 1).to(tl.int64, bitcast=True).to(tl.float64) * _PI_2M64
+    neg = (x < 0) & (MODE != 2)  # cos: the reduction of |x|
     r = tl.where(neg, -d, d).to(tl.float32)
     q = tl.where(neg, -q, q)
     r = tl.where(tl.abs(x) < float("inf"), r, x - x)
@@ -364,6 +394,59 @@ def _trig_reduce(x):
 
 
 @jit
+def _trig_reduce_pi(x, COS: tl.constexpr):
+    """(r, k bits) with x = k pi + r (sin, ``COS`` false) or |x| = (k + 1/2) pi + r (cos), |r| <= pi/2 + 0.0032, for
+    every float32 x (r NaN for +-inf and NaN): sin(x) = (-1)**k sin r, cos(x) = (-1)**(k + 1) sin r. The fast path
+    is :func:`_trig_reduce`'s by pi/2 with the multiples 2k or 2k + 1 (the three FMAs compute the same values: the
+    pi pieces are the pi/2 pieces doubled), k = rint(x / pi) (sin) or floor(|x| / pi) (cos)."""
+    if COS:
+        # cos is even: |x|, t = 2**23 + floor(|x| / pi) by fma.rm (|x| / pi < 2**22 below the bound: the sum keeps ulp 1), h = t - (2**23 - 1/2) = floor(|x| / pi) + 1/2 exactly
+        # 2**22 below the bound: the sum keeps ulp 1), h = t - (2**23 - 1/2) = floor(|x| / pi) + 1/2 exactly; |x|
+        # is the one operand of all (the asm's too: one unpacking of the bf16 input, not two)
+        a = tl.abs(x)
+        if _HW:
+            t = tl.inline_asm_elementwise("fma.rm.f32 $0, $1, 0f3EA2F983, 0f4B000000;", "=f,f", [a],
+                                          dtype=tl.float32, is_pure=True, pack=1)
+        else:
+            t = (tl.floor(a.to(tl.float64) * _1OPI) + 8388608.0).to(tl.float32)
+        h = t - 8388607.5
+    else:
+        a = x
+        t = _fmaf(x, _1OPI, _MAGIC)
+        h = t - _MAGIC
+    r = _fmaf(h, -2.0 * _P1, a)
+    r = _fmaf(h, -2.0 * _P2, r)
+    r = _fmaf(h, -2.0 * _P3, r)
+    kb = t.to(tl.int32, bitcast=True)
+    if _HW:
+        if COS:
+            r, kb = tl.inline_asm_elementwise(_COS_PTX, _TRIG_CONS, [a, r, kb], dtype=(tl.float32, tl.int32),
+                                              is_pure=True, pack=_TRIG_N)
+        else:
+            r, kb = tl.inline_asm_elementwise(_SIN_PTX, _TRIG_CONS, [x, r, kb], dtype=(tl.float32, tl.int32),
+                                              is_pure=True, pack=_TRIG_N)
+    else:
+        rs, qs = _trig_slow(a, 2 if COS else 1)
+        slow = ~(tl.abs(x) <= _TRIG_BOUND)
+        r = tl.where(slow, rs, r)
+        kb = tl.where(slow, qs, kb)
+    return r, kb
+
+
+@jit
+def _sin_pi(r, NEG: tl.constexpr):
+    # sin r (-sin r with NEG: the coefficients negated, no extra instruction) for |r| <= 1.5765 (pi/2 and the
+    # reductions' overshoot): r (1 + s (A1 + s (A2 + s A3))), s = r**2, 2**-19.7 relative (fit as _sincos_poly's);
+    # -0.0 kept
+    s = r * r
+    if NEG:
+        p = ((s * 0.00018532804668372743 - 0.008313992939514575) * s + 0.166658349040513) * s - 1.0
+    else:
+        p = ((s * -0.00018532804668372743 + 0.008313992939514575) * s - 0.166658349040513) * s + 1.0
+    return r * p
+
+
+@jit
 def _sincos_poly(r):
     # (sin r, cos r) for |r| <= 0.7902 (pi/4 = 0.7854 and the fast reduction's overshoot: its k is rint of x times
     # float32(2/pi), off by up to 0.0013 turns near 105615; tests: |r| <= 0.7892): sin r = r (1 + s (A1 + A2 s)),
@@ -383,20 +466,17 @@ def _flip(v, bit):
 
 @jit
 def _sin_m2(x, p0, p1, p2):
-    # sin(r + q pi/2): sin r, cos r, -sin r, -cos r. Error: the polynomials' plus a few float32 roundings (the
-    # reduced r within a few ulps of itself), 2**-16 relative at most: level 2's bound with room.
-    r, q = _trig_reduce(x)
-    sn, cs = _sincos_poly(r)
-    return _flip(tl.where((q & 1) != 0, cs, sn), q >> 1)
+    # sin(k pi + r) = (-1)**k sin r. Error: the polynomial's (2**-19.7) plus a few float32 roundings (the reduced r
+    # within a few ulps of itself), 2**-18 relative at most: level 2's bound with room.
+    r, k = _trig_reduce_pi(x, False)
+    return _flip(_sin_pi(r, False), k)
 
 
 @jit
 def _cos_m2(x, p0, p1, p2):
-    # cos(x) = sin(x + pi/2): the quadrant q + 1
-    r, q = _trig_reduce(x)
-    sn, cs = _sincos_poly(r)
-    q = q + 1
-    return _flip(tl.where((q & 1) != 0, cs, sn), q >> 1)
+    # cos((k + 1/2) pi + r) = (-1)**(k + 1) sin r: relative to the distance from the zeros of cos, as sin's
+    r, k = _trig_reduce_pi(x, True)
+    return _flip(_sin_pi(r, True), k)
 
 
 @jit
@@ -405,12 +485,14 @@ def _tan_m2(x, p0, p1, p2):
     # operand is never subnormal: cos r >= 0.7 (q even; a subnormal x keeps tan(x) = x by the ordinary multiply), sin
     # r with |r| >= 2**-40 (q odd: r is the distance of a float32 from a nonzero multiple of pi/2; tests: >= 1e-9).
     # Near such a multiple -cot r is large and rounds to +-inf in bfloat16 or float16, as it should.
+    # q odd: cos r / (-sin r), the negation a free operand modifier of the multiply that makes -sin r (the sign
+    # flip by q's bit would take a shift and a LOP3).
     r, q = _trig_reduce(x)
     sn, cs = _sincos_poly(r)
     odd = (q & 1) != 0
     n = tl.where(odd, cs, sn)
-    d = tl.where(odd, sn, cs)
-    return _flip(n * _rcpz(d), q)
+    d = tl.where(odd, -sn, cs)
+    return n * _rcpz(d)
 
 
 OPS2.update({
