@@ -324,4 +324,16 @@ def check_fast_dense(rec, kw, dt, device) -> None:
     a, b = got[ok].view(np.uint16).astype(np.int64), exp.view(np.uint16).astype(np.int64)
     ulps = np.where((a >> 15) == (b >> 15), np.abs(a - b), (a & 0x7FFF) + (b & 0x7FFF))  # across zero: via +-0
     assert ulps.max() <= 1, (rec.name, kw, x[ok][ulps > 1][:5], got[ok][ulps > 1][:5], exp[ulps > 1][:5])
-    assert (ulps > 0).mean() < 0.01, (rec.name, kw, float((ulps > 0).mean()))
+    assert (ulps > 0).mean() < _off_by_one_share(rec.name, dt, device, x.size), (rec.name, kw,
+                                                                                 float((ulps > 0).mean()))
+
+
+def _off_by_one_share(name: str, dt, device, numel: int) -> float:
+    """The share of one-ulp results :func:`check_fast_dense` allows: 1 %, or 3 % (test_fast_math16's bound for
+    gelu) where the device's table runs the op's FAST_MATH16 level-2 body (ops/fast_math16.py: a float32
+    intermediate within about 2**-13, so more results next to a rounding boundary land one ulp away; gelu float16:
+    1.35 % on the H200)."""
+    from nbxtensor.ops import fast_math16 as M16
+    from nbxtensor.runtime.configs import launch_config
+    level = int(launch_config("pointwise", nbx.device(device), dtypes=(dt,), numel=numel).get(M16.KEY, 0))
+    return 0.03 if level == 2 and name in M16.OPS2 else 0.01

@@ -284,7 +284,8 @@ def test_lane_stats_long_rows_stay_stable(dtn, settings, device):
         a[3, 5] = np.inf
         a = a.astype(dt.numpy)
         x = nbx.from_numpy(a).to(device)
-        with override("norm_rows", **settings):
+        # (BLOCK_N pinned: on sm90 rows up to 16384 would otherwise take a one-tile rule, and no looped plan ran)
+        with override("norm_rows", **{"BLOCK_N": tile, **settings}):
             for name in ("layer_norm", "rms_norm"):
                 rec = registry.get(name)
                 res = rec.extra["function"](x, [n])
@@ -293,7 +294,7 @@ def test_lane_stats_long_rows_stay_stable(dtn, settings, device):
             assert (H.host(F.layer_norm(x, [n])).astype(np.float32)[1] == 0).all()
     g = (rng.standard_normal((2, 4, tile // 2 + 3)) * 3 + 50).astype(dt.numpy)
     gw, gb = rng.standard_normal(4).astype(dt.numpy), rng.standard_normal(4).astype(dt.numpy)
-    with override("norm_rows", **settings):
+    with override("norm_rows", **{"BLOCK_N": tile, **settings}):
         res = F.group_norm(nbx.from_numpy(g).to(device), 2)
         res_wb = F.group_norm(nbx.from_numpy(g).to(device), 2, nbx.from_numpy(gw).to(device),
                               nbx.from_numpy(gb).to(device))
@@ -315,7 +316,7 @@ def test_norm_rows_chunk_must_divide_the_tile(device):
     x = nbx.ones(2, tile * 2 + 1, device=device)
     for bad in (3, tile * 2):
         N._ROWS_PLANS.clear()
-        with override("norm_rows", CHUNK=bad), pytest.raises(ValueError, match="CHUNK"):
+        with override("norm_rows", CHUNK=bad, BLOCK_N=tile), pytest.raises(ValueError, match="CHUNK"):
             F.layer_norm(x, [tile * 2 + 1])
 
 
