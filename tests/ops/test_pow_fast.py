@@ -181,14 +181,29 @@ def test_alt_pow_scalar_exponent_picks_the_body(monkeypatch):
         assert seen[-1] is body, e
     E._pow_triton(x, [np.float32(2.0), x], prom, {})
     assert seen[-1] is E._pow_a
-    # ALT_POW = 2: the general body becomes _pow_a2 for 16-bit outputs; the scalar bodies stay
+
+
+def test_alt_pow_2_takes_the_level_2_body(monkeypatch):
+    """ALT_POW = 2: launch_pointwise takes the general Alt's ``body2`` (_pow_a2) for 16-bit outputs of tensor and
+    other exponents; the scalar bodies (their Alts have no body2) and ALT_POW = 1 stay; float32 outputs keep the
+    default body (a narrow Alt)."""
+    from nbxtensor.ops import elementwise as E
+    from nbxtensor.ops import pointwise as PW
+    seen = []
+    monkeypatch.setattr(PW, "_launch_planned", lambda kernel, grid, args, tail: seen.append(tail.meta["BODY"]))
+    monkeypatch.setattr(PW, "_PLANS", {})
+    x = nbx.tensor([2.0], dtype=nbx.bfloat16)
+    prom = type("P", (), {"compute": T.bfloat16})()
     with override("pointwise", ALT_POW=2):
         for e, body in ((x, E._pow_a2), (np.float32(0.75), E._pow_a2), (2, E._pow_p2), (-0.5, E._pow_m05)):
-            E._pow_triton(x, [x, e], prom, {})
+            E._pow_triton(nbx.empty(1, dtype=nbx.bfloat16), [x, e], prom, {})
             assert seen[-1] is body, e
         xf = nbx.tensor([2.0])
-        E._pow_triton(xf, [xf, xf], type("P", (), {"compute": T.float32})(), {})
-        assert seen[-1] is E._pow_a  # (a narrow Alt: launch_pointwise keeps the default body for float32)
+        E._pow_triton(nbx.empty(1), [xf, xf], type("P", (), {"compute": T.float32})(), {})
+        assert seen[-1] is E._pow_b  # (a narrow Alt: float32 keeps the default body)
+    with override("pointwise", ALT_POW=1):
+        E._pow_triton(nbx.empty(1, dtype=nbx.bfloat16), [x, x], prom, {})
+        assert seen[-1] is E._pow_a
 
 
 @pytest.mark.parametrize("dt", [T.bfloat16, T.float16, T.float32], ids=["bfloat16", "float16", "float32"])

@@ -37,7 +37,6 @@ from .._errors import check
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.promotion import get_default_dtype
-from ..runtime.configs import launch_config
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 from ..tensor.core import Tensor
 from . import fast_math16 as _M16
@@ -1595,8 +1594,7 @@ def _pow_m3(x, y, p0, p1, p2):
     return _pow_k(x, 3, 0, 1)
 
 
-_POW_ALT = Alt("ALT_POW", _pow_a, narrow=True)
-_POW_ALT2 = Alt("ALT_POW", _pow_a2, narrow=True)  # ALT_POW = 2 (_pow_triton picks it)
+_POW_ALT = Alt("ALT_POW", _pow_a, narrow=True, body2=_pow_a2)  # ALT_POW = 2: _pow_a2 for tensor exponents
 # ALT_POW's bodies for a Python-scalar exponent y (a tensor base), by 2 y
 _POW_K_ALTS = {k: Alt("ALT_POW", b, narrow=True) for k, b in (
     (1, _pow_p05), (2, _pow_p1), (3, _pow_p15), (4, _pow_p2), (5, _pow_p25), (6, _pow_p3),
@@ -1625,9 +1623,6 @@ def _pow_triton(out, inputs, prom, prm):
     if inputs[0].__class__ is Tensor and isinstance(e, (float, int, np.floating, np.integer)) and \
             not isinstance(e, bool):
         alt = _POW_K_ALTS.get(2.0 * float(e), _POW_ALT)
-    if alt is _POW_ALT and out._dtype in (T.bfloat16, T.float16) and \
-            launch_config("pointwise", out.device, dtypes=(out._dtype,), numel=out.numel()).get("ALT_POW") == 2:
-        alt = _POW_ALT2  # ALT_POW = 2: the general body at FAST_MATH16 level 2's accuracy (scalar bodies unchanged)
     half = prm.get("half", 0)
     body = _pow_sqrt_b if half > 0 else _pow_rsqrt_b if half < 0 else _pow_b
     launch_pointwise(body, out, inputs, prom.compute, (), alt=alt)

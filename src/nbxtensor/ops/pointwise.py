@@ -70,13 +70,14 @@ NARROW = (T.bfloat16, T.float16)
 class Alt:
     """An op's alternative ``@jit`` body behind config key ``key`` (``"ALT_RSQRT"``; default off), used where the
     kernel computes in float32 (float32, float16 and bfloat16 results), or only for 16-bit float results when
-    ``narrow`` (bodies whose float32 error exceeds float32's tolerance but disappears in a 16-bit rounding)."""
+    ``narrow`` (bodies whose float32 error exceeds float32's tolerance but disappears in a 16-bit rounding).
+    ``body2``, where given, is the body at key value 2 (``ALT_POW: 2``), under the same conditions."""
 
-    __slots__ = ("key", "body", "narrow")
+    __slots__ = ("key", "body", "narrow", "body2")
 
-    def __init__(self, key: str, body, narrow: bool = False):
+    def __init__(self, key: str, body, narrow: bool = False, body2=None):
         assert key.startswith("ALT_"), key
-        self.key, self.body, self.narrow = key, body, narrow
+        self.key, self.body, self.narrow, self.body2 = key, body, narrow, body2
 
 
 def tl_dtype(d: DType):
@@ -475,14 +476,16 @@ def launch_pointwise(body, out: Tensor, inputs: Sequence, compute: DType, pvals:
     level = int(cfg.pop(_M16.KEY, 0))
     if level and _M16.math16_body(body, level) is not None:  # ops/fast_math16.py (16-bit outputs only)
         fast = _M16.math16_body(body, level)
-    use_alt = False
+    alt_value = 0
     for k in [k for k in cfg if k.startswith("ALT_")]:
-        use_alt = bool(cfg.pop(k)) and alt is not None and k == alt.key or use_alt
+        v = int(cfg.pop(k))
+        if alt is not None and k == alt.key:
+            alt_value = v
     f32 = compute_tl(compute) == tl.float32
     if cfg.pop("FAST", 1) and fast is not None and out.dtype in NARROW and f32:
         body = fast
-    if use_alt and f32 and (not alt.narrow or out.dtype in NARROW):
-        body = alt.body
+    if alt_value and f32 and (not alt.narrow or out.dtype in NARROW):
+        body = alt.body2 if alt_value == 2 and alt.body2 is not None else alt.body
     hw = bool(cfg.pop("HW_CVT", not INTERPRET)) and not INTERPRET
     evict = int(cfg.pop("EVICT", 0))
     cfg.pop("CAST_VEC", None)  # the copy rule's key for ops/cast.py's contiguous kernel
