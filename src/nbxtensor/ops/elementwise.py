@@ -1435,43 +1435,6 @@ def _pow_a2(x, y, p0, p1, p2):
 
 
 @jit
-def _rcp_k(d, FTZ: tl.constexpr):
-    # 1 / d for _pow_k: rcp.approx.f32 (1 ulp), .ftz where a subnormal operand or result cannot matter (the caller
-    # says why; the interpreter flushes as the GPU would); rcp(+-0) = +-inf, rcp(+-inf) = +-0
-    if _HW_CVT:
-        if FTZ:
-            r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [d], dtype=tl.float32,
-                                          is_pure=True, pack=1)
-        else:
-            r = tl.inline_asm_elementwise("rcp.approx.f32 $0, $1;", "=r,r", [d], dtype=tl.float32,
-                                          is_pure=True, pack=1)
-    else:
-        if FTZ:
-            d = tl.where(tl.abs(d) < 1.1754943508222875e-38, d * 0.0, d)
-        r = 1.0 / d
-        if FTZ:
-            r = tl.where(tl.abs(r) < 1.1754943508222875e-38, r * 0.0, r)
-    return r
-
-
-@jit
-def _sqrt_k(d, FTZ: tl.constexpr):
-    # sqrt(d) for _pow_k: sqrt.approx.f32 (about 1 ulp), .ftz (one MUFU.SQRT, no rescaling) where a subnormal
-    # operand cannot matter; sqrt(-0) = -0, sqrt(+inf) = +inf, negative -> NaN
-    if _HW_CVT:
-        if FTZ:
-            r = tl.inline_asm_elementwise("sqrt.approx.ftz.f32 $0, $1;", "=r,r", [d], dtype=tl.float32,
-                                          is_pure=True, pack=1)
-        else:
-            r = tl.sqrt(d)
-    else:
-        if FTZ:
-            d = tl.where(tl.abs(d) < 1.1754943508222875e-38, d * 0.0, d)
-        r = tl.sqrt(d)
-    return r
-
-
-@jit
 def _rsqrt_k(d):
     # 1 / sqrt(d) for _pow_k, rsqrt.approx.ftz.f32 (one MUFU.RSQ; about 1 ulp) for operands whose flush cannot matter
     # (the caller says why): rsqrt(+0) = +inf, rsqrt(+inf) = +0, negative -> NaN
@@ -1503,7 +1466,7 @@ def _pow_k(x, N: tl.constexpr, HALF: tl.constexpr, NEG: tl.constexpr):
         if NEG:
             r = libdevice.rsqrt(x)       # rsqrt.approx.f32 without flush-to-zero (ALT_RSQRT's)
         else:
-            r = _sqrt_k(x, False)
+            r = tl.sqrt(x)
     else:
         if HALF:
             c = x + 0.0
@@ -1511,8 +1474,11 @@ def _pow_k(x, N: tl.constexpr, HALF: tl.constexpr, NEG: tl.constexpr):
         else:
             c = x
             b = c
-        if NEG:
-            b = _rcp_k(b, FTZ)
+        if NEG:  # rcp.approx (1 ulp), flushing where FTZ (fast_math16's one-instruction helpers)
+            if FTZ:
+                b = _M16._rcpz(b)
+            else:
+                b = _M16._rcp(b)
         if HALF:
             if NEG:
                 r = b * 4096.0
@@ -1529,7 +1495,7 @@ def _pow_k(x, N: tl.constexpr, HALF: tl.constexpr, NEG: tl.constexpr):
             if NEG:
                 r = r * _rsqrt_k(c * 16777216.0)
             else:
-                r = r * _sqrt_k(c * 16777216.0, FTZ)
+                r = r * (_M16._sqrtz(c * 16777216.0) if FTZ else tl.sqrt(c * 16777216.0))
             r = tl.where(x == float("-inf"), 0.0 if NEG else float("inf"), r)
     return r
 
