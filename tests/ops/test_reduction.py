@@ -767,7 +767,7 @@ def test_a_changed_signature_misses_the_plan(change, device):
 
 
 @_plans_only
-def test_out_overrides_and_unreplayable_paths_take_the_general_path(device):
+def test_out_and_unreplayable_paths_take_the_general_path_and_overrides_get_their_own_plans(device):
     from nbxtensor.ops import reduction as R
     from nbxtensor.runtime import configs
     x = _plan_input((6, 70), "float32", 5, device)
@@ -776,10 +776,20 @@ def test_out_overrides_and_unreplayable_paths_take_the_general_path(device):
     for _ in range(3):
         x.sum(-1, out=o)
     assert R.plan_stats() == {"hits": 0, "plans": 0}
-    x.sum(-1)
+    want = H.host(x.sum(-1))                            # the table's plan
     with configs.override("reduce_rows", BLOCK_R=32):
-        x.sum(-1)                                       # the override's table, not the plan's
-    assert R.plan_stats()["hits"] == 0
+        got = x.sum(-1)                                 # the override's table, not the plan's: a plan of its own
+        assert R.plan_stats() == {"hits": 0, "plans": 2}
+        x.sum(-1)                                       # served by it (a sweep times the kernel, not the host)
+        assert R.plan_stats() == {"hits": 1, "plans": 2}
+    x.sum(-1)                 # the table again, not the override's plan (a new config state: planned anew)
+    x.sum(-1)
+    assert R.plan_stats() == {"hits": 2, "plans": 3}
+    blocks = [p.steps[0][4]["BLOCK_R"] for c in R._PLAN_CACHES for p in c.values() if p is not R._NO_PLAN]
+    assert len(blocks) == 3 and blocks.count(32) == 1
+    np.testing.assert_allclose(H.host(got), want, rtol=1e-6, atol=1e-5)
+    R.clear_plans()
+    x.sum(-1)
     # a float32 input with dtype=float64 is converted first (a cast launch on a temporary): not replayable
     x.sum(-1, dtype=nbx.float64)
     x.sum(-1, dtype=nbx.float64)

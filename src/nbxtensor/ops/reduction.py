@@ -87,7 +87,7 @@ from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.promotion import get_default_dtype, promote_types
 from ..dtypes.table import DType
-from ..runtime.configs import _OVERRIDES, launch_config
+from ..runtime.configs import launch_config, state as config_state
 from ..runtime.launcher import Recording, interpreting, launch, make_launch_plan, scratch
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 from ..shapes import numel, wrap_dim
@@ -2199,9 +2199,12 @@ _DOCS = {
 # on a CUDA device or under the interpreter tier runs the general path inside a launcher Recording; the
 # recorded launches (two for a split reduction: the partial states into the scratch workspaces, then the
 # combine) become a :class:`~nbxtensor.runtime.launcher.LaunchPlan` whose slots are the input, the results and
-# the workspaces (allocated per call). Calls with ``out=``, while a config override is in force, or whose general
-# path did anything a plan cannot replay (a conversion of the input, a copy, a fill: any tensor argument that is
-# not the input, a result or a declared workspace) take the general path every time.
+# the workspaces (allocated per call). Plans are keyed on the config state too (configs.state(): the
+# architecture lookup and the overrides in force), so a sweep's override gets plans of its own and never
+# another setting's (its host path would otherwise be timed: a split reduction's general path costs more than
+# a 512 MiB stream on the H200). Calls with ``out=``, or whose general path did anything a plan cannot replay (a
+# conversion of the input, a copy, a fill: any tensor argument that is not the input, a result or a declared
+# workspace) take the general path every time.
 _NO_PLAN = object()
 _PLAN_CACHES: list = []
 _PLAN_LIMIT = 1024
@@ -2230,7 +2233,7 @@ def _planned(driver, first: str):
         if out is not None or inplace is not None or x.__class__ is not Tensor:
             return driver(rec, args, out=out, inplace=inplace)
         d = x._storage.device
-        key = [x._shape, x._stride, x._dtype, d.type, d.index]
+        key = [x._shape, x._stride, x._dtype, d.type, d.index, config_state()]  # (a plan per override, too)
         for v in args.values():
             c = v.__class__
             if c is tuple or c is list:
@@ -2247,7 +2250,7 @@ def _planned(driver, first: str):
         except TypeError:  # an unhashable option: the general path says what is wrong with it
             return driver(rec, args)
         if plan is None:
-            if (d.type == "cuda" or interpreting()) and not _OVERRIDES:
+            if d.type == "cuda" or interpreting():
                 with Recording() as r:
                     res = driver(rec, args)
                 plan = make_launch_plan(r, (x,), res, make_tensor)
@@ -2256,7 +2259,7 @@ def _planned(driver, first: str):
                 cache[key] = plan or _NO_PLAN
                 _PLAN_STATS["plans"] += plan is not None
                 return res
-        elif plan is not _NO_PLAN and not _OVERRIDES:
+        elif plan is not _NO_PLAN:
             _PLAN_STATS["hits"] += 1
             if d.type == "cpu":  # the interpreter tier: masked lanes compute on filler values, as launch_quiet
                 with np.errstate(all="ignore"):
