@@ -81,6 +81,9 @@ VARIANTS = {
     # reduction's super-tiles round-robin (the programs in flight read neighbouring memory); target_per_sm sets a
     # split's programs per SM (a whole number of waves) instead of target_programs.
     "reduce_rows": [  # table: BLOCK_M 4, BLOCK_R 1024, 4 warps (52 regs sum, 116 max(dim), 210 var: 2 blocks/SM)
+        # session 7: the count_nonzero winner's keys on the rule sum/amax share (COUNT32 is count_nonzero's alone;
+        # EVEN drops masks)
+        {"COUNT32": True, "EVEN": True},
         {"BLOCK_M": 1, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4, "EVEN": True},   # 4 x 16 B in flight, 32 regs
         {"BLOCK_M": 2, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2, "EVEN": True},
         {"UNROLL": 2, "EVEN": True},
@@ -92,6 +95,25 @@ VARIANTS = {
         {"LOOP_STAGES": 3},
     ],
     "reduce_cols": [  # table: BLOCK_R 16, BLOCK_I 256, 8 warps, LOOP_STAGES 3, split to 1024 programs (>= 1024 rows)
+        # session 7, with launch plans under overrides (earlier sweeps of split variants timed the host path): best
+        # BLOCK_I 512 / BLOCK_R 8 / UNROLL 4 / EVEN / 2048 programs, sum 82.9 %, amax 82.4 %; now with FINISH_LAST
+        # (the split's combine by each column block's last program: no second launch)
+        {"BLOCK_I": 512, "BLOCK_R": 8, "EVEN": True, "LOOP_STAGES": 0, "UNROLL": 4, "target_programs": 2048,
+         "FINISH_LAST": True},
+        {"BLOCK_I": 512, "BLOCK_R": 8, "EVEN": True, "LOOP_STAGES": 0, "UNROLL": 4, "target_programs": 1024,
+         "FINISH_LAST": True},
+        {"BLOCK_I": 512, "BLOCK_R": 8, "EVEN": True, "LOOP_STAGES": 0, "UNROLL": 4, "target_programs": 4096,
+         "min_chunk": 256, "FINISH_LAST": True},
+        {"BLOCK_I": 256, "BLOCK_R": 32, "num_warps": 8, "FINISH_LAST": True},
+        {"BLOCK_I": 256, "BLOCK_R": 16, "EVEN": True, "LOOP_STAGES": 0, "UNROLL": 4, "target_programs": 2048,
+         "FINISH_LAST": True},
+        {"BLOCK_I": 512, "BLOCK_R": 4, "EVEN": True, "LOOP_STAGES": 0, "UNROLL": 4, "num_warps": 4,
+         "target_programs": 2048, "FINISH_LAST": True},
+        {"BLOCK_I": 512, "BLOCK_R": 8, "EVEN": True, "LOOP_STAGES": 3, "UNROLL": 2, "target_programs": 2048,
+         "FINISH_LAST": True},
+        {"BLOCK_I": 512, "BLOCK_R": 16, "EVEN": True, "LOOP_STAGES": 0, "UNROLL": 2, "target_programs": 2048,
+         "FINISH_LAST": True},
+        {"BLOCK_I": 512, "BLOCK_R": 8, "EVEN": True, "LOOP_STAGES": 0, "UNROLL": 4, "target_programs": 2048},
         # session 6 H200: best sum dim0 81.8 % ({BLOCK_I 256, BLOCK_R 32, 8 warps}), amax dim0 80.4 % (4 warps,
         # BLOCK_R 8, target_per_sm 8). New, first: 2 KiB of each row per program (BLOCK_I 1024, 4 x 16 B per thread and
         # row group) in whole waves; no split at all (BLOCK_I 32 / 64: 256 / 128 programs, no second launch, which
@@ -127,6 +149,14 @@ VARIANTS = {
     # compare and a NaN test per element and two one-value lane trees instead of the (value, index) tree: 5.38 per
     # element, 418 in the kernel, the same bits (ops/reduction.py _fold, _arg_lanes_fast).
     "reduce_rows (arg)": [
+        # session 7 (sweeps with launch plans under overrides, so the kernel is timed, not the host): one warp per
+        # row program, BLOCK_R 256: argmax 82.5 -> 89.6 %, max(dim) 80.1 -> 88.1 %. Neighbours, and whether the
+        # rule's other kinds (aminmax, nanmean; logsumexp has its own group) keep their rate on it
+        {"ARG_FAST": True, "BLOCK_R": 256, "num_warps": 1},
+        {"ARG_FAST": True, "BLOCK_R": 512, "num_warps": 1},
+        {"ARG_FAST": True, "BLOCK_R": 256, "num_warps": 1, "UNROLL": 2},
+        {"ARG_FAST": True, "BLOCK_R": 128, "num_warps": 1},
+        {"ARG_FAST": True, "BLOCK_R": 256, "num_warps": 1, "BLOCK_M": 2},
         # session 6 H200: table (ARG_FAST on) 81.9 %. ARG_ROW (ops/reduction.py _arg_row_kernel): the whole 8192-wide
         # row in registers, plain 16-byte loads, a one-value max tree then the first position equal to it (no
         # (value, step) lane state, no loop, no split); sm_90 bf16: 7.5 / 7.1 / 6.3 SASS per element in all (kernel
@@ -175,6 +205,8 @@ VARIANTS = {
     # instructions per element: libdevice's expf and NaN-testing max/min selects; 37 % in session 4's run). LSE_EX2
     # folds each element with one ex2.approx.ftz and a max.NaN (ops/reduction.py lse_step_ex2): 10.3 per element.
     "reduce_rows (logsumexp)": [
+        {"BLOCK_R": 256, "num_warps": 1},   # session 7: the arg-extrema's one-warp tile on the rule they share
+        {"BLOCK_R": 512, "num_warps": 1},
         # session 6 H200: table (LSE_EX2) 72.7 %. LSE_TILE: one rescale per lane and step (lse_tile_scale): 8 = lanes of
         # 8 neighbours (a thread's 16-byte vector, max in registers), 6.6 loop SASS per element on the table's tile
         # (BLOCK_R 512, 2 warps, UNROLL 4, EVEN); True = a state per tile element, 7.8. The check against the table's
@@ -190,7 +222,12 @@ VARIANTS = {
         {"BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4},
     ],
     "reduce_rows (rows=1)": [  # table: BLOCK_R 4096, 8 warps, 1024 chunks of >= 8192 (31 regs: 8 blocks/SM, 1 wave)
-        # session 7: count_nonzero of every element (bench_ops' row, 82.5 % against sum's 88.7 % on the same rule)
+        # session 7: FINISH_LAST (the split's combine in the first launch, by each tile's last program)
+        {"FINISH_LAST": True},
+        {"FINISH_LAST": True, "target_programs": 2048, "min_chunk": 16384},
+        {"FINISH_LAST": True, "target_programs": 1024, "min_chunk": 16384},
+        {"FINISH_LAST": True, "COUNT32": True},
+        # count_nonzero of every element
         {"WORDS": True, "BLOCK_R": 1024, "UNROLL": 4, "EVEN": True, "target_programs": 8192, "min_chunk": 16384},
         {"COUNT32": True},
         {"BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2, "LOOP_STAGES": 3, "target_programs": 2048},
@@ -271,6 +308,10 @@ def build_cases(nbx, smoke: bool) -> list[Case]:
                             lambda t, dim=dim: ((t[0], dim), {}), facts, sum_like, group))
     out.append(Case("argmax dim-1", "reduce_rows", "argmax", [x], lambda t: nbx.argmax(t[0], -1),
                     lambda t: ((t[0], -1), {}), dict(rows=rows, cols=cols, state=2), False, "reduce_rows (arg)"))
+    for fname, fn in (("aminmax", lambda t: nbx.aminmax(t, dim=-1)), ("nanmean", lambda t: nbx.nanmean(t, -1))):
+        out.append(Case(f"{fname} dim-1", "reduce_rows", fname, [x], lambda t, fn=fn: fn(t[0]),
+                        lambda t: ((t[0],), {"dim": -1}), dict(rows=rows, cols=cols, state=2), fname == "nanmean",
+                        "reduce_rows (arg)"))
     out.append(Case("count_nonzero dim-1", "reduce_rows", "count_nonzero", [x], lambda t: nbx.count_nonzero(t[0], -1),
                     lambda t: ((t[0], -1), {}), dict(rows=rows, cols=cols, state=1), False,
                     "reduce_rows (count_nonzero)"))

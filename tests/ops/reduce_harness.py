@@ -256,7 +256,7 @@ def compile_sm90_jit(fn, kind, pre, fin, xt, acc, loadt, values: dict, extra: di
     ws = ("*" + accs, "*i64" if kind in (R.K_ARGMAX, R.K_ARGMIN) else "*" + accs, "*" + accs)
     y2 = "*i64" if kind in (R.K_ARGMAX, R.K_ARGMIN) else ("*bf16" if xt == "*bf16" else "*i1")
     types = {"x_ptr": xt, "x1_ptr": xt, "x2_ptr": xt, "y_ptr": "*bf16" if xt == "*bf16" else "*i1", "y2_ptr": y2,
-             "w0_ptr": ws[0], "w1_ptr": ws[1], "w2_ptr": ws[2]}
+             "w0_ptr": ws[0], "w1_ptr": ws[1], "w2_ptr": ws[2], "locks_ptr": "*i32"}
     consts = dict(KIND=kind, PRE=pre, FIN=fin, STAGE=0, HAS_Y=True, HAS_Y2=kind in (R.K_ARGMAX, R.K_MINMAX,
                                                                                   R.K_WELFORD),
                   LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None,

@@ -451,7 +451,8 @@ _LOOP_SETTINGS = [dict(UNROLL=2), dict(UNROLL=4, EVEN=True),
                   dict(UNROLL=4, EVEN=True, VAR_SHIFT=True), dict(UNROLL=2, VAR_SHIFT=True, target_per_sm=4, min_chunk=8),
                   dict(UNROLL=2, VAR_SHIFT=True, INTERLEAVE=True, target_per_sm=4, min_chunk=8),
                   dict(UNROLL=4, EVEN=True, LSE_EX2=True),
-                  dict(UNROLL=2, LSE_EX2=True, INTERLEAVE=True, target_per_sm=4, min_chunk=8)]
+                  dict(UNROLL=2, LSE_EX2=True, INTERLEAVE=True, target_per_sm=4, min_chunk=8),
+                  dict(UNROLL=2, FINISH_LAST=True, target_per_sm=4, min_chunk=8)]
 
 
 @pytest.mark.parametrize("n", [128, 77])  # a multiple of every super-tile here (EVEN), and a ragged length
@@ -494,6 +495,53 @@ def test_loop_settings_keep_results(op, n, device):
                 np.testing.assert_array_equal(f1, f2, err_msg=msg)
                 np.testing.assert_allclose(f1, hf.astype(np.float64).sum(), rtol=1e-5, err_msg=msg)
                 assert int(H.host(nbx.argmax(flat))) == int(np.argmax(hf)), msg
+
+
+@pytest.mark.skipif(not H.GPU and os.environ.get("NBX_TRITON_INTERPRET", "0") != "1",
+                    reason="the cpu implementation launches no kernel")
+@pytest.mark.parametrize("op", ["reduce_rows", "reduce_cols"])
+def test_finish_last_is_the_two_launch_split_in_one(op, device):
+    """``FINISH_LAST``: a split reduction's combine done by the last program of each output tile in the first
+    launch. Every state kind gives the two-launch split's results (integers, indices and extrema exactly; sums
+    within float32 reordering), the same bits on every call, one launch in the recorded plan, and leaves the
+    arrival counters at zero (the next launch, and a plan's, start clean)."""
+    from nbxtensor.ops import matmul as MM, reduction as R
+    from nbxtensor.runtime.configs import override
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((6, 203)).astype(np.float32)
+    a[1, [5, 190]] = 9.0
+    a[2, 100] = np.nan
+    a[4, ::3] = 0.0
+    host_a = a if op == "reduce_rows" else np.ascontiguousarray(a.T)
+    axis = 1 if op == "reduce_rows" else 0
+    x = nbx.from_numpy(host_a).to(device)
+    split = dict(BLOCK_M=2, BLOCK_R=8, target_programs=64, min_chunk=16) if op == "reduce_rows" else \
+        dict(BLOCK_R=4, BLOCK_I=4, target_programs=64, min_chunk=16)
+    calls = {"sum": lambda: nbx.sum(x, axis), "prod": lambda: nbx.prod(x[:, :3] if axis == 0 else x[:3], axis),
+             "amax": lambda: nbx.amax(x, axis), "max": lambda: nbx.max(x, axis), "argmin": lambda: nbx.argmin(x, axis),
+             "aminmax": lambda: nbx.aminmax(x, dim=axis), "var_mean": lambda: nbx.var_mean(x, axis),
+             "logsumexp": lambda: nbx.logsumexp(x, axis), "nanmean": lambda: nbx.nanmean(x, axis),
+             "count_nonzero": lambda: nbx.count_nonzero(x, axis), "all": lambda: nbx.all(x, axis),
+             "sum_all": lambda: nbx.sum(x)}
+    for name, call in calls.items():
+        R.clear_plans()
+        with override(op, **split):
+            want = _host_all(call())
+        R.clear_plans()
+        with override(op, **split, FINISH_LAST=True):
+            got = _host_all(call())
+            again = _host_all(call())                       # through the plan
+            if name != "sum_all" or op == "reduce_rows":
+                plans = [p for c in R._PLAN_CACHES for p in c.values() if p is not R._NO_PLAN]
+                assert len(plans) == 1 and len(plans[0].steps) == 1, name
+        for g, g2, w in zip(got, again, want):
+            np.testing.assert_array_equal(g, g2, err_msg=name)
+            if g.dtype.kind == "f":
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=name)
+            else:
+                np.testing.assert_array_equal(g, w, err_msg=name)
+    locks = MM._locks(x.device, 1)
+    assert not H.host(locks).any()
 
 
 def test_split_plan_targets_programs_per_sm():
@@ -563,13 +611,14 @@ def test_kernels_compile_for_sm90(case, stage):
     ws = ("*" + case[4], "*i64" if kind in (R.K_ARGMAX, R.K_ARGMIN) else "*" + case[4], "*" + case[4])
     x = xt if stage < 2 else ws[0]
     types = {"x_ptr": x, "x1_ptr": ws[1] if stage == 2 else x, "x2_ptr": ws[2] if stage == 2 else x, "y_ptr": yt,
-             "y2_ptr": y2t, "w0_ptr": ws[0], "w1_ptr": ws[1], "w2_ptr": ws[2], "O": "i32", "I": "i32", "R": "i32",
+             "y2_ptr": y2t, "w0_ptr": ws[0], "w1_ptr": ws[1], "w2_ptr": ws[2], "locks_ptr": "*i32", "O": "i32", "I": "i32", "R": "i32",
              "chunk": "i32", "n_total": "i64", "sxo": "i64", "sxr": "i64", "sxi": "i64", "syo": "i64", "syi": "i64",
              "sy2o": "i64", "sy2i": "i64", "p": "fp32", "corr": "fp32"}
     consts = dict(KIND=kind, PRE=pre, FIN=fin, STAGE=stage, HAS_Y=True, HAS_Y2=kind in (R.K_ARGMAX, R.K_MINMAX,
                                                                                       R.K_WELFORD),
                   LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None,
-                  UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False, LSE_EX2=False)
+                  UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False, LSE_EX2=False, FINISH_LAST=False,
+                  BLOCK_S=1)
     H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=2, BLOCK_R=2048), num_warps=8)
     H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=16, BLOCK_I=256), num_warps=8)
     if stage == 0 and kind in (R.K_SUM, R.K_ARGMAX) and xt == "*bf16":
@@ -580,6 +629,11 @@ def test_kernels_compile_for_sm90(case, stage):
         for loop in (dict(UNROLL=4, EVEN=True, INTERLEAVE=stage == 1), dict(UNROLL=2)):
             H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=1, BLOCK_R=1024, **loop), num_warps=4)
             H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=8, BLOCK_I=256, **loop), num_warps=8)
+    if stage == 1:  # FINISH_LAST: the split's combine in the first launch, by the tile's last program
+        H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=1, BLOCK_R=2048, FINISH_LAST=True,
+                                                          BLOCK_S=1024), num_warps=8)
+        H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=8, BLOCK_I=512, FINISH_LAST=True,
+                                                          BLOCK_S=4), num_warps=8)
 
 
 # out= of another dtype (PyTorch 2.13's rules, checked in tests/ops/parity/test_reduction_out_parity.py)

@@ -685,18 +685,72 @@ def _lane_index(b, first, stride, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr, I
 
 
 @jit
-def _load_states(x_ptr, x1_ptr, x2_ptr, off, m, KIND: tl.constexpr):
-    """Partial states written by a STAGE-1 launch (workspace already in the accumulation dtype)."""
-    va = tl.load(x_ptr + off, mask=m)
+def _load_states(x_ptr, x1_ptr, x2_ptr, off, m, KIND: tl.constexpr, CG: tl.constexpr = False):
+    """Partial states written by a STAGE-1 launch (workspace already in the accumulation dtype); ``CG``: through
+    L2 only (``ld.global.cg``), for states other programs of the same launch wrote (:func:`_finish_last`)."""
+    if CG:
+        va = tl.load(x_ptr + off, mask=m, cache_modifier=".cg")
+    else:
+        va = tl.load(x_ptr + off, mask=m)
     if KIND == 4 or KIND == 5 or KIND == 6 or KIND == 7 or KIND == 8 or KIND == 9:
-        vb = tl.load(x1_ptr + off, mask=m)
+        if CG:
+            vb = tl.load(x1_ptr + off, mask=m, cache_modifier=".cg")
+        else:
+            vb = tl.load(x1_ptr + off, mask=m)
     else:
         vb = va
     if KIND == 7:
-        vc = tl.load(x2_ptr + off, mask=m)
+        if CG:
+            vc = tl.load(x2_ptr + off, mask=m, cache_modifier=".cg")
+        else:
+            vc = tl.load(x2_ptr + off, mask=m)
     else:
         vc = va
     return va, vb, vc
+
+
+@jit
+def _finish_last(w0_ptr, w1_ptr, w2_ptr, y_ptr, y2_ptr, locks_ptr, lock, base, n_split, kept, kept_ok, swk, sws,
+                 syk, sy2k, n_total, p, corr, KIND: tl.constexpr, FIN: tl.constexpr, HAS_Y: tl.constexpr,
+                 HAS_Y2: tl.constexpr, ACC: tl.constexpr, IDENT: tl.constexpr, IDENT2: tl.constexpr,
+                 BLOCK_K: tl.constexpr, BLOCK_S: tl.constexpr, AXIS: tl.constexpr):
+    """A split reduction's second stage in its first launch (config key ``FINISH_LAST``): this program has
+    stored its partial states; it takes a ticket on the arrival counter ``locks[lock]`` of its output tile, and
+    the last of the tile's ``n_split`` programs folds the tile's states in split order (tiles of ``BLOCK_S``
+    splits, ``.cg`` loads), finishes and writes the outputs, then resets the counter for the next launch. The
+    order does not depend on which program arrived last, so the result is deterministic (no atomics on data).
+
+    ``kept`` (``BLOCK_K`` kept positions: rows of the rows kernel, columns of the cols kernel) index the
+    outputs by ``kept * syk``; split ``s`` of position ``k`` is at ``base + k * swk + s * sws`` of the
+    workspaces; ``AXIS`` is the split axis of the (kept, split) tiles: 1 for the
+    rows kernel, 0 for the cols kernel. The barrier makes every thread's state stores precede the release of the
+    increment (acq_rel, GPU scope); the last program's acquire orders its loads after all of theirs (as
+    matmul's split-K, ``_split_k_finish``)."""
+    tl.debug_barrier()
+    arrived = tl.atomic_add(locks_ptr + lock, 1, sem="acq_rel")
+    if arrived == n_split - 1:
+        ss = tl.arange(0, BLOCK_S)
+        if AXIS == 1:
+            a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_K, BLOCK_S, 2)
+        else:
+            a, b, c = _init_state(KIND, IDENT, IDENT2, ACC, BLOCK_S, BLOCK_K, 2)
+        for s0 in range(0, n_split, BLOCK_S):
+            sp = s0 + ss
+            if AXIS == 1:
+                m = kept_ok[:, None] & (sp < n_split)[None, :]
+                off = base + kept[:, None] * swk + sp[None, :].to(tl.int64) * sws
+            else:
+                m = (sp < n_split)[:, None] & kept_ok[None, :]
+                off = base + kept[None, :] * swk + sp[:, None].to(tl.int64) * sws
+            va, vb, vc = _load_states(w0_ptr, w1_ptr, w2_ptr, off, m, KIND, True)
+            a, b, c = _fold(a, b, c, va, vb, vc, m, s0 // BLOCK_S, KIND, 2, ACC)
+        ra, rb, rc = _lanes(a, b, c, AXIS, KIND)
+        res, res2 = _finish(ra, rb, rc, n_total, p, corr, FIN, ACC)
+        if HAS_Y:
+            tl.store(y_ptr + kept * syk, convert(res, y_ptr.dtype.element_ty), mask=kept_ok)
+        if HAS_Y2:
+            tl.store(y2_ptr + kept * sy2k, convert(res2, y2_ptr.dtype.element_ty), mask=kept_ok)
+        tl.atomic_xchg(locks_ptr + lock, 0)
 
 
 @jit
@@ -757,7 +811,7 @@ def _shifted_to_welford(a, b, c, pos, end, BLOCK_R: tl.constexpr, ACC: tl.conste
 
 
 @jit
-def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2_ptr,
+def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2_ptr, locks_ptr,
                         O, R, chunk, n_total, sxo, sxr, syo, sy2o, p, corr,
                         KIND: tl.constexpr, PRE: tl.constexpr, FIN: tl.constexpr, STAGE: tl.constexpr,
                         HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr,
@@ -765,11 +819,13 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr,
                         UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False,
                         VAR_SHIFT: tl.constexpr = False, LSE_EX2: tl.constexpr = False,
-                        ARG_FAST: tl.constexpr = False, LSE_TILE: tl.constexpr = False):
+                        ARG_FAST: tl.constexpr = False, LSE_TILE: tl.constexpr = False,
+                        FINISH_LAST: tl.constexpr = False, BLOCK_S: tl.constexpr = 1):
     """Reduce ``x[o, r]`` (offset ``o * sxo + r * sxr``) over r for BLOCK_M rows o; program axis 1 picks the
     chunk of r (one chunk unless the reduction is split).
 
-    STAGE 0 writes the outputs, STAGE 1 the partial states ``w[o, sid]``, STAGE 2 reads states
+    STAGE 0 writes the outputs, STAGE 1 the partial states ``w[o, sid]`` (and, with ``FINISH_LAST``, the last
+    program of each row tile combines them and writes the outputs: :func:`_finish_last`), STAGE 2 reads states
     ``x[o, r]`` (from ``x_ptr``, ``x1_ptr``, ``x2_ptr``) instead of raw elements. Each loop iteration issues the
     loads of ``UNROLL`` tiles before folding them (more bytes in flight per thread, the same lane states).
     ``EVEN`` (set by the host when the chunks tile R and BLOCK_M divides O exactly) drops every mask."""
@@ -889,7 +945,12 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
     else:
         ra, rb, rc = _lanes(a, b, c, 1, KIND)
     if STAGE == 1:
-        _store_states(w0_ptr, w1_ptr, w2_ptr, rows * tl.num_programs(1) + sid, row_ok, ra, rb, rc, KIND)
+        nsp = tl.num_programs(1)
+        _store_states(w0_ptr, w1_ptr, w2_ptr, rows * nsp + sid, row_ok, ra, rb, rc, KIND)
+        if FINISH_LAST:
+            _finish_last(w0_ptr, w1_ptr, w2_ptr, y_ptr, y2_ptr, locks_ptr, pid, 0, nsp, rows, row_ok,
+                         nsp.to(tl.int64), 1, syo, sy2o, n_total, p, corr, KIND, FIN, HAS_Y, HAS_Y2, ACC, IDENT,
+                         IDENT2, BLOCK_M, BLOCK_S, 1)
     else:
         res, res2 = _finish(ra, rb, rc, n_total, p, corr, FIN, ACC)
         if HAS_Y:
@@ -899,7 +960,7 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
 
 
 @jit
-def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2_ptr,
+def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2_ptr, locks_ptr,
                         I, R, chunk, n_total, sxo, sxr, sxi, syo, syi, sy2o, sy2i, p, corr,
                         KIND: tl.constexpr, PRE: tl.constexpr, FIN: tl.constexpr, STAGE: tl.constexpr,
                         HAS_Y: tl.constexpr, HAS_Y2: tl.constexpr, LOADT: tl.constexpr, ACC: tl.constexpr,
@@ -907,11 +968,13 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         LOOP_STAGES: tl.constexpr, EVICT: tl.constexpr, OTHER: tl.constexpr,
                         UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False,
                         VAR_SHIFT: tl.constexpr = False, LSE_EX2: tl.constexpr = False,
-                        ARG_FAST: tl.constexpr = False):
+                        ARG_FAST: tl.constexpr = False, FINISH_LAST: tl.constexpr = False,
+                        BLOCK_S: tl.constexpr = 1):
     """Reduce ``x[o, r, i]`` over r for one o and BLOCK_I consecutive i (lanes along i: coalesced when
     ``sxi == 1``); program axis 0 enumerates (o, i-block), axis 1 the chunk of r as in the rows kernel
     (``UNROLL``, ``INTERLEAVE``, ``EVEN`` likewise; ``EVEN`` also needs BLOCK_I to divide I).
-    STAGE 1 writes states to ``w[o, sid, i]``."""
+    STAGE 1 writes states to ``w[o, sid, i]`` (``FINISH_LAST``: and the last program of each (o, i-block)
+    combines them, :func:`_finish_last`)."""
     pid = tl.program_id(0)
     sid = tl.program_id(1)
     nib = tl.cdiv(I, BLOCK_I)
@@ -985,7 +1048,12 @@ def _reduce_cols_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
     else:
         ra, rb, rc = _lanes(a, b, c, 0, KIND)
     if STAGE == 1:
-        _store_states(w0_ptr, w1_ptr, w2_ptr, (o * tl.num_programs(1) + sid) * I + cols, col_ok, ra, rb, rc, KIND)
+        nsp = tl.num_programs(1)
+        _store_states(w0_ptr, w1_ptr, w2_ptr, (o * nsp + sid) * I + cols, col_ok, ra, rb, rc, KIND)
+        if FINISH_LAST:
+            _finish_last(w0_ptr, w1_ptr, w2_ptr, y_ptr + o * syo, y2_ptr + o * sy2o, locks_ptr, pid, o * nsp * I,
+                         nsp, cols, col_ok, 1, I + tl.zeros([], tl.int64), syi, sy2i, n_total, p, corr, KIND, FIN, HAS_Y,
+                         HAS_Y2, ACC, IDENT, IDENT2, BLOCK_I, BLOCK_S, 0)
     else:
         res, res2 = _finish(ra, rb, rc, n_total, p, corr, FIN, ACC)
         if HAS_Y:
@@ -1239,6 +1307,23 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
         ws_dt = [acc, T.int64 if kind in (K_ARGMAX, K_ARGMIN) else acc, acc]
         ws = [scratch(new_empty((O, split, I), d, dev)) for d in ws_dt[:nstate]]  # (per call, for a plan)
         ws += ws[:1] * (3 - nstate)  # unused state slots: any pointer
+        if cfg.pop("FINISH_LAST", False):
+            # one launch: the last program of each output tile combines the tile's states (_finish_last), on
+            # arrival counters looked up per call (a plan's too), zero between launches
+            from .matmul import _locks
+            n_tiles = cdiv(O, cfg["BLOCK_M"]) if I == 1 else O * cdiv(I, cfg["BLOCK_I"])
+            locks = _locks(dev, n_tiles)
+            scratch(locks, lambda: _locks(dev, n_tiles))
+            kept_block = cfg["BLOCK_M"] if I == 1 else cfg["BLOCK_I"]
+            consts = dict(consts, FINISH_LAST=True,
+                          BLOCK_S=max(1, min(1 << (split - 1).bit_length(), _FINISH_TILE // kept_block)))
+            _launch_stage(x, x, x, ya_, y2a_, ws, (O, R, I), (sxo, sxr, sxi), (syo, syi, sy2o, sy2i), chunk, R,
+                          split, cfg, consts, stage=1, p=p, corr=corr, locks=locks)
+            if ycopy is not None:
+                ycopy.copy_(ya)
+            if y2copy is not None:
+                y2copy.copy_(y2a)
+            return
         _launch_stage(x, x, x, ya_, y2a_, ws, (O, R, I), (sxo, sxr, sxi), (syo, syi, sy2o, sy2i), chunk, R, split,
                       cfg, consts, stage=1, p=p, corr=corr)
         # second stage: reduce the (O, split, I) states with the kernel that fits I
@@ -1262,6 +1347,7 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
 _N_STATES = {K_SUM: 1, K_PROD: 1, K_MAX: 1, K_MIN: 1, K_ARGMAX: 2, K_ARGMIN: 2, K_MINMAX: 2, K_WELFORD: 3, K_LSE: 2,
              K_NANMEAN: 2}
 _SPLIT_KEYS = ("target_programs", "target_per_sm", "min_chunk")
+_FINISH_TILE = 2048  # states per tile of FINISH_LAST's combine (kept positions x splits)
 
 
 def split_plan(cfg: dict, base: int, R: int, device) -> tuple[int, int]:
@@ -1282,7 +1368,8 @@ def split_plan(cfg: dict, base: int, R: int, device) -> tuple[int, int]:
     return cdiv(R, chunk), chunk
 
 
-def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, cfg, consts, *, stage, p, corr):
+def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, cfg, consts, *, stage, p, corr,
+                  locks=None):
     O, R, I = sizes
     sxo, sxr, sxi = sx
     syo, syi, sy2o, sy2i = sy
@@ -1318,18 +1405,21 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
     else:
         meta.pop("LSE_TILE", None)
     meta.pop("COUNT32", None)  # (read by launch_reduction)
+    if locks is None:  # (launch_reduction passes FINISH_LAST in consts, with the counters)
+        meta.pop("FINISH_LAST", None)
     meta.pop("WORDS", None)    # (read by launch_reduction for the first stage; an override lays it on the second's)
     for k in ("ARG_ROW", "ARG_ROW_WARPS", "ARG_ROW_M"):  # (read by launch_reduction; an override lays them on
         meta.pop(k, None)                                 # every rule's answer)
     grid = (cdiv(O, meta["BLOCK_M"]), split) if I == 1 else (O * cdiv(I, meta["BLOCK_I"]), split)
     check(grid[0] < 2 ** 31, lambda: f"reduce: {grid[0]} programs exceed CUDA's grid limit (2**31 - 1)",
           NotImplementedError)
+    lk = locks if locks is not None else x0  # (any pointer when there are no counters)
     if I == 1:
-        launch_quiet(_reduce_rows_kernel, grid, x0, x1, x2, y, y2, ws[0], ws[1], ws[2], O, R, chunk, n_total, sxo,
-                     sxr, syo, sy2o, float(p), float(corr), **meta)
+        launch_quiet(_reduce_rows_kernel, grid, x0, x1, x2, y, y2, ws[0], ws[1], ws[2], lk, O, R, chunk, n_total,
+                     sxo, sxr, syo, sy2o, float(p), float(corr), **meta)
     else:
-        launch_quiet(_reduce_cols_kernel, grid, x0, x1, x2, y, y2, ws[0], ws[1], ws[2], I, R, chunk, n_total, sxo,
-                     sxr, sxi, syo, syi, sy2o, sy2i, float(p), float(corr), **meta)
+        launch_quiet(_reduce_cols_kernel, grid, x0, x1, x2, y, y2, ws[0], ws[1], ws[2], lk, I, R, chunk, n_total,
+                     sxo, sxr, sxi, syo, syi, sy2o, sy2i, float(p), float(corr), **meta)
 
 
 def _identities(kind: int, acc: DType):
