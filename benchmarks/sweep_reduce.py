@@ -95,6 +95,13 @@ VARIANTS = {
         {"LOOP_STAGES": 3},
     ],
     "reduce_cols": [  # table: BLOCK_R 16, BLOCK_I 256, 8 warps, LOOP_STAGES 3, split to 1024 programs (>= 1024 rows)
+        # session 7, over the new table rule (BLOCK_I 512, BLOCK_R 4, 4 warps, UNROLL 4, EVEN, FINISH_LAST, min_chunk
+        # 1024: 32 chunks of 1024 rows, 512 programs for 32768x8192; 2048 programs ran 66 %): fewer / more chunks,
+        # the tile's neighbours, and the two-launch split as a control
+        {"min_chunk": 2048}, {"min_chunk": 4096}, {"min_chunk": 512},
+        {"BLOCK_I": 256, "min_chunk": 2048}, {"BLOCK_I": 256},
+        {"BLOCK_R": 8, "num_warps": 8}, {"BLOCK_R": 2, "num_warps": 2}, {"BLOCK_R": 8, "UNROLL": 2},
+        {"FINISH_LAST": False},
         # session 7, with launch plans under overrides (earlier sweeps of split variants timed the host path): best
         # BLOCK_I 512 / BLOCK_R 8 / UNROLL 4 / EVEN / 2048 programs, sum 82.9 %, amax 82.4 %; now with FINISH_LAST
         # (the split's combine by each column block's last program: no second launch)

@@ -500,3 +500,56 @@ OPS2.update({
     "cos": ("elementwise", "_cos_b", _cos_m2),
     "tan": ("elementwise", "_tan_b", _tan_m2),
 })
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# tan without sin and cos (session 7): ALT_TAN (ops/elementwise.py's Alt for tan; default off)
+# ---------------------------------------------------------------------------------------------------------
+# t where q is even, -1/t where q is odd: one LOP3 to a predicate and one predicated MUFU.RCP whose operand is
+# negated by a free modifier (ptxas made an FSEL of a separate MUFU out of the same tl.where: 1 more per element)
+_ODD_RCP_PTX = tl.constexpr("""{
+.reg .pred p;
+.reg .b32 b;
+.reg .f32 n;
+and.b32 b, $2, 1;
+setp.ne.b32 p, b, 0;
+mov.b32 $0, $1;
+neg.f32 n, $1;
+@p rcp.approx.ftz.f32 $0, n;
+}""") if HAVE_TRITON else None
+
+
+@jit
+def _odd_rcp(t, q):
+    """``t`` where bit 0 of ``q`` (int32) is clear, ``-1/t`` (rcp.approx.ftz, 1 ulp) where it is set: tan(r + q pi/2)
+    from t = tan r. The interpreter: the same select of :func:`.fast_math16._rcpz` (its flushes and ``_ERR``)."""
+    if _HW:
+        r = tl.inline_asm_elementwise(_ODD_RCP_PTX, "=f,f,r", [t, q], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        r = tl.where((q & 1) != 0, _rcpz(-t), t)
+    return r
+
+
+@jit
+def _tan_rq(x, p0, p1, p2):
+    # ALT_TAN 1: tan r = r / Q(s), Q(s) = 1 + s (C1 + C2 s) ~ r cot r (s = r**2, |r| <= 0.7902: 2**-15.25 relative,
+    # fit as _sincos_poly's with Q(0) = 1 kept: tan(x) = x exactly for tiny x); then -1/t for odd q (_odd_rcp). r cot
+    # r = 1 - s/3 - s**2/45 - ... converges much faster than tan r / r (a degree-3 polynomial for tan r / r reaches
+    # only 2**-14.2 and moved 2018 float16 results of 65 536). The quotient: rcp.approx.ftz of Q in [0.78, 1]; the
+    # odd case's operand |t| >= |r| >= 1e-9 (r the distance of a float32 from a nonzero multiple of pi/2), never
+    # subnormal. Error: 2**-15.25 and two or three roundings of 1 ulp (float32 model: 2**-15.24 both cases). -0.0
+    # gives -0.0 (q = 0, r = -0.0); NaN, +-inf give NaN (r is NaN).
+    r, q = _trig_reduce(x)
+    s = r * r
+    return _odd_rcp(r * _rcpz((s * -0.02424074523150921 - 0.33292099833488464) * s + 1.0), q)
+
+
+@jit
+def _tan_p4(x, p0, p1, p2):
+    # ALT_TAN 2: tan r = r P(s), P(s) = 1 + s (A1 + s (A2 + s (A3 + s A4))) (2**-17.98 relative on |r| <= 0.7902),
+    # then -1/t for odd q: one MUFU per element instead of _tan_rq's two, one FFMA more. -0.0 kept (r times P).
+    r, q = _trig_reduce(x)
+    s = r * r
+    p = ((s * 0.04358067363500595 + 0.040880125015974045) * s + 0.1362261176109314) * s + 0.33314067125320435
+    return _odd_rcp(r * (p * s + 1.0), q)

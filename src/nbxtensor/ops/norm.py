@@ -54,6 +54,7 @@ from ..runtime.triton_compat import jit, tl
 from ..shapes import numel
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
+from .fast_math16 import _rcpz
 from .reduction import FLOATS, cdiv, launch_quiet, loop_meta, out_convert, persistent_grid, welford_combine
 from .registry import Cost, OpRecord, register
 from .triton_helpers import TL_DTYPES, convert, div_rn, rcp_rn, sqrt_rn
@@ -65,11 +66,12 @@ __all__ = ["launch_norm_rows", "launch_batch_norm"]
 # Kernels
 # ---------------------------------------------------------------------------------------------------------
 @jit
-def _affine(y, ch, msk, w_ptr, b_ptr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
+def _affine(y, ch, msk, w_ptr, b_ptr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
+            EVICT_W: tl.constexpr = ""):
     if HAS_W:
-        y = y * convert(tl.load(w_ptr + ch, mask=msk), ACC)
+        y = y * convert(tl.load(w_ptr + ch, mask=msk, eviction_policy=EVICT_W), ACC)
     if HAS_B:
-        y = y + convert(tl.load(b_ptr + ch, mask=msk), ACC)
+        y = y + convert(tl.load(b_ptr + ch, mask=msk, eviction_policy=EVICT_W), ACC)
     return y
 
 
@@ -136,12 +138,80 @@ def _chunk_stats(x_ptr, rows, row_ok, N, RMS: tl.constexpr, ACC: tl.constexpr, B
 
 
 @jit
+def _chan_pair(ma, qa, na, mb, qb, nb):
+    # Chan, Golub & LeVeque's pairwise update of (mean, M2, count) for counts > 0. The weight nb / n takes one
+    # rcp.approx.ftz (1 ulp; counts are at least 1 and far below 2**126; on the GPU's balanced tree they are equal
+    # and n a power of two); float64: the division. A weight's last-bit error moves the mean by that fraction of
+    # the means' difference only, and equal means stay exactly equal.
+    n = na + nb
+    if n.dtype == tl.float64:
+        w = nb / n
+    else:
+        w = nb * _rcpz(n)
+    d = mb - ma
+    return ma + d * w, qa + qb + d * d * (na * w), n
+
+
+@jit
+def _one_tile_warp_stats(x_ptr, y_ptr, w_ptr, b_ptr, rows, N, eps, w_row, b_row, RMS: tl.constexpr,
+                         HAS_W: tl.constexpr, HAS_B: tl.constexpr, SHARED: tl.constexpr, ACC: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WS: tl.constexpr, EVICT: tl.constexpr,
+                         EVICT2: tl.constexpr, EVICT_W: tl.constexpr, HW_CVT: tl.constexpr):
+    """One unmasked tile of BLOCK_M rows of exactly BLOCK_N elements (WARP_STATS: the host takes it only with
+    EVEN), read as ``[BLOCK_M, WS, R, V]`` (element ``n = (r * WS + g) * V + c``; V is one warp's 16-byte
+    vectors, ``32 * 16 / itemsize``, at most ``BLOCK_N / WS``), so that with WS = num_warps each group ``g`` of
+    ``BLOCK_N / WS`` elements lies in one warp. layer_norm: each group's mean ``m_g`` (its sum times the exact
+    power-of-two ``WS / BLOCK_N``) and ``M2_g`` (sum of squared deviations ``x - m_g``, kept in registers) by two
+    passes over registers with warp shuffles only, then one cross-group combination of the (m_g, M2_g, count)
+    triples by Chan's formula (one shared-memory exchange per row instead of two block reductions), ``var = M2 /
+    BLOCK_N`` as an exact scaling, and ``y = (x - m_g) * r - (mean - m_g) * r`` as one FFMA per element. The
+    same stability as the two-pass over the row: deviations from each group's own mean, groups merged by Chan's
+    formula (a constant row gives M2 = 0 and deviations 0 exactly). rms_norm: the mean of squares' division by
+    BLOCK_N as the exact scaling (the same bits as the IEEE division)."""
+    VEC: tl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth
+    V: tl.constexpr = min(32 * VEC, BLOCK_N // WS)
+    R: tl.constexpr = BLOCK_N // (WS * V)
+    SEG: tl.constexpr = BLOCK_N // WS
+    INV_SEG: tl.constexpr = 1.0 / SEG
+    INV_N: tl.constexpr = 1.0 / BLOCK_N
+    OUT: tl.constexpr = y_ptr.dtype.element_ty
+    off = ((tl.arange(0, WS) * V)[:, None, None] + (tl.arange(0, R) * (WS * V))[None, :, None]
+           + tl.arange(0, V)[None, None, :])[None, :, :, :]
+    base = (rows * N)[:, None, None, None]
+    x = convert(tl.load(x_ptr + base + off, eviction_policy=EVICT), ACC)
+    if RMS:
+        ms = tl.sum(tl.sum(tl.sum(x * x, 2), 2), 1) * INV_N
+        y = x * rcp_rn(sqrt_rn(ms + eps))[:, None, None, None]
+    else:
+        mg = tl.sum(tl.sum(x, 2), 2) * INV_SEG                       # [BLOCK_M, WS]: each group's mean
+        d = x - mg[:, :, None, None]
+        qg = tl.sum(tl.sum(d * d, 2), 2)                              # each group's M2
+        ng = tl.full([BLOCK_M, WS], SEG, ACC)
+        mean, m2, _ = tl.reduce((mg, qg, ng), 1, _chan_pair)
+        r = rcp_rn(sqrt_rn(m2 * INV_N + eps))
+        c = (mg - mean[:, None]) * r[:, None]                         # (x - mean) r = (x - m_g) r + (m_g - mean) r
+        y = d * r[:, None, None, None] + c[:, :, None, None]
+    if SHARED:
+        if HAS_W:
+            y = y * convert(w_row, ACC)
+        if HAS_B:
+            y = y + convert(b_row, ACC)
+    else:
+        if HAS_W:
+            y = y * convert(tl.load(w_ptr + off, eviction_policy=EVICT_W), ACC)
+        if HAS_B:
+            y = y + convert(tl.load(b_ptr + off, eviction_policy=EVICT_W), ACC)
+    tl.store(y_ptr + base + off, out_convert(y, OUT, HW_CVT), eviction_policy=EVICT2)
+
+
+@jit
 def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, RMS: tl.constexpr, HAS_W: tl.constexpr,
                       HAS_B: tl.constexpr, ONE_TILE: tl.constexpr, GROUPED: tl.constexpr, SHARED: tl.constexpr,
                       ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
                       ROW_STAGES: tl.constexpr, EVICT: tl.constexpr, EVICT2: tl.constexpr, HW_CVT: tl.constexpr,
                       EVEN: tl.constexpr = False, LANE_STATS: tl.constexpr = False, CHUNK: tl.constexpr = 0,
-                      FULL: tl.constexpr = False):
+                      FULL: tl.constexpr = False, WARP_STATS: tl.constexpr = 0, EVICT_W: tl.constexpr = "",
+                      PARAMS_ACC: tl.constexpr = False):
     """Normalise the contiguous ``(M, N)`` input BLOCK_M rows at a time; program ``pid`` takes the row blocks
     ``pid, pid + grid, ...`` of NBLK (one each unless the grid is persistent). Element n of row r uses affine
     parameter ``(r % G) * CPG + n // HW`` (layer_norm/rms_norm: G = HW = 1). SHARED (one tile, every row uses
@@ -164,20 +234,43 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
     n_f = N * tl.full([], 1, ACC)  # N in ACC, by arithmetic (an int argument equal to 1 arrives as a constexpr)
     OUT: tl.constexpr = y_ptr.dtype.element_ty
+    w_row = None
+    b_row = None
     if SHARED:
         pmsk = (lanes < N)[None, :]
         if EVEN:
             pmsk = None
-        if HAS_W:
-            w_row = tl.load(w_ptr + lanes[None, :], mask=pmsk)
-        if HAS_B:
-            b_row = tl.load(b_ptr + lanes[None, :], mask=pmsk)
+        if WARP_STATS > 0:  # the 4-d tile of _one_tile_warp_stats
+            WV: tl.constexpr = min(32 * (128 // x_ptr.dtype.element_ty.primitive_bitwidth), BLOCK_N // WARP_STATS)
+            WR: tl.constexpr = BLOCK_N // (WARP_STATS * WV)
+            woff = ((tl.arange(0, WARP_STATS) * WV)[:, None, None] + (tl.arange(0, WR) * (WARP_STATS * WV))[None, :, None]
+                    + tl.arange(0, WV)[None, None, :])[None, :, :, :]
+            if HAS_W:
+                w_row = tl.load(w_ptr + woff, eviction_policy=EVICT_W)
+                if PARAMS_ACC:
+                    w_row = convert(w_row, ACC)
+            if HAS_B:
+                b_row = tl.load(b_ptr + woff, eviction_policy=EVICT_W)
+                if PARAMS_ACC:
+                    b_row = convert(b_row, ACC)
+        else:
+            if HAS_W:
+                w_row = tl.load(w_ptr + lanes[None, :], mask=pmsk, eviction_policy=EVICT_W)
+                if PARAMS_ACC:
+                    w_row = convert(w_row, ACC)
+            if HAS_B:
+                b_row = tl.load(b_ptr + lanes[None, :], mask=pmsk, eviction_policy=EVICT_W)
+                if PARAMS_ACC:
+                    b_row = convert(b_row, ACC)
     for blk in tl.range(pid, NBLK, tl.num_programs(0), num_stages=ROW_STAGES):
         rows = blk * tl.full([BLOCK_M], BLOCK_M, tl.int64) + tl.arange(0, BLOCK_M)  # int64 (blk may be a Python int)
         row_ok = rows < M
         base = rows[:, None] * N
         ch0 = ((rows % G) * CPG)[:, None]
-        if ONE_TILE:
+        if ONE_TILE and WARP_STATS > 0:
+            _one_tile_warp_stats(x_ptr, y_ptr, w_ptr, b_ptr, rows, N, eps, w_row, b_row, RMS, HAS_W, HAS_B, SHARED,
+                                 ACC, BLOCK_M, BLOCK_N, WARP_STATS, EVICT, EVICT2, EVICT_W, HW_CVT)
+        elif ONE_TILE:
             msk = row_ok[:, None] & (lanes < N)[None, :]
             if EVEN:
                 msk = None
@@ -202,7 +295,7 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
                     y = y + convert(b_row, ACC)
             else:
                 ch = ch0 + (tl.arange(0, BLOCK_N) // HW)[None, :]  # int32 division: n < BLOCK_N
-                y = _affine(y, ch, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
+                y = _affine(y, ch, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC, EVICT_W)
             tl.store(y_ptr + base + lanes[None, :], out_convert(y, OUT, HW_CVT), mask=msk, eviction_policy=EVICT2)
         else:
             if CHUNK > 0:
@@ -387,6 +480,10 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     meta["EVICT2"] = str(meta.get("EVICT2") or "")
     meta["ROW_STAGES"] = meta["LOOP_STAGES"] if one and grid < nblk else None
     meta["HW_CVT"] = not interpreting()
+    meta["EVICT_W"] = str(meta.get("EVICT_W") or "")
+    meta["PARAMS_ACC"] = bool(meta.get("PARAMS_ACC", False))
+    ws = min(int(cfg.get("num_warps", 4)), cfg["BLOCK_N"])
+    meta["WARP_STATS"] = ws if bool(meta.get("WARP_STATS", False)) and even and groups == 1 and hw == 1 else 0
     kw = dict(RMS=rms, HAS_W=w is not None, HAS_B=b is not None, ONE_TILE=one,
               GROUPED=not one and hw > 1, SHARED=one and groups == 1 and hw == 1 and hoist,
               ACC=TL_DTYPES[_acc(x.dtype).name], **meta)
