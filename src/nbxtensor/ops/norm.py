@@ -160,14 +160,17 @@ def _one_tile_warp_stats(x_ptr, y_ptr, w_ptr, b_ptr, rows, N, eps, w_row, b_row,
     """One unmasked tile of BLOCK_M rows of exactly BLOCK_N elements (WARP_STATS: the host takes it only with
     EVEN), read as ``[BLOCK_M, WS, R, V]`` (element ``n = (r * WS + g) * V + c``; V is one warp's 16-byte
     vectors, ``32 * 16 / itemsize``, at most ``BLOCK_N / WS``), so that with WS = num_warps each group ``g`` of
-    ``BLOCK_N / WS`` elements lies in one warp. layer_norm: each group's mean ``m_g`` (its sum times the exact
-    power-of-two ``WS / BLOCK_N``) and ``M2_g`` (sum of squared deviations ``x - m_g``, kept in registers) by two
-    passes over registers with warp shuffles only, then one cross-group combination of the (m_g, M2_g, count)
-    triples by Chan's formula (one shared-memory exchange per row instead of two block reductions), ``var = M2 /
-    BLOCK_N`` as an exact scaling, and ``y = (x - m_g) * r - (mean - m_g) * r`` as one FFMA per element. The
-    same stability as the two-pass over the row: deviations from each group's own mean, groups merged by Chan's
-    formula (a constant row gives M2 = 0 and deviations 0 exactly). rms_norm: the mean of squares' division by
-    BLOCK_N as the exact scaling (the same bits as the IEEE division)."""
+    ``BLOCK_N / WS`` elements lies in one warp.
+
+    layer_norm: each group's mean ``m_g`` (its sum times the exact power-of-two ``WS / BLOCK_N``) and ``M2_g``
+    (sum of squared deviations ``x - m_g``, kept in registers) by two passes over registers with warp shuffles
+    only; then one cross-group combination of the ``(m_g - x[row, 0], M2_g, count)`` triples by Chan's formula
+    (one shared-memory exchange per row instead of two block reductions; the shift by the row's first element,
+    as LANE_STATS, leaves small means to combine: offsets such as 40000 + [0, 1, 2, 3] are not rounded at
+    40000's ulp); ``var = M2 / BLOCK_N`` as an exact scaling; ``y = (x - m_g) * r + (m_g - mean) * r`` as one
+    FFMA per element. The stability of the two-pass over the row: deviations from each group's own mean, groups
+    merged by Chan's formula; a constant row gives M2 = 0 and deviations 0 exactly. rms_norm: the mean of
+    squares' division by BLOCK_N as the exact scaling (the same bits as the IEEE division)."""
     VEC: tl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth
     V: tl.constexpr = min(32 * VEC, BLOCK_N // WS)
     R: tl.constexpr = BLOCK_N // (WS * V)
@@ -183,13 +186,16 @@ def _one_tile_warp_stats(x_ptr, y_ptr, w_ptr, b_ptr, rows, N, eps, w_row, b_row,
         ms = tl.sum(tl.sum(tl.sum(x * x, 2), 2), 1) * INV_N
         y = x * rcp_rn(sqrt_rn(ms + eps))[:, None, None, None]
     else:
+        k0 = convert(tl.load(x_ptr + rows * N, eviction_policy=EVICT), ACC)  # the shift: the row's first element
         mg = tl.sum(tl.sum(x, 2), 2) * INV_SEG                       # [BLOCK_M, WS]: each group's mean
         d = x - mg[:, :, None, None]
         qg = tl.sum(tl.sum(d * d, 2), 2)                              # each group's M2
+        mg = mg - k0[:, None]                                         # shifted: the combination works on small means
         ng = tl.full([BLOCK_M, WS], SEG, ACC)
         mean, m2, _ = tl.reduce((mg, qg, ng), 1, _chan_pair)
         r = rcp_rn(sqrt_rn(m2 * INV_N + eps))
         c = (mg - mean[:, None]) * r[:, None]                         # (x - mean) r = (x - m_g) r + (m_g - mean) r
+        # (mean and m_g both shifted by k0: only their difference is used)
         y = d * r[:, None, None, None] + c[:, :, None, None]
     if SHARED:
         if HAS_W:
