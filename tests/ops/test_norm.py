@@ -491,3 +491,156 @@ def test_sm90_table_settings_from_the_h200_sweep(monkeypatch):
     assert bn["SPLIT"] is True and (bn["BLOCK_M"], bn["BLOCK_S"], bn["LOOP_STAGES"]) == (1, 2048, 0)
     sm = c("softmax_rows", T.bfloat16, rows=2048, cols=151936)
     assert (sm["CHUNK"], sm["EXP_OUT2"]) == (8, 2)
+
+
+# WARP_STATS (one-tile EVEN rows: per-warp two-pass statistics, one cross-warp Chan combination shifted by the
+# row's first element), with the parameter keys benchmarks/sweep_rows.py pairs it with: a persistent grid whose
+# weight and bias are converted once per program (PARAMS_ACC), their loads' cache policy (EVICT_W), 16 warps (one
+# element per group under the interpreter's 16-element tile: every combination has unequal counts there), 2 warps.
+_WARP_STATS_SETTINGS = [dict(EVEN=True, WARP_STATS=True),
+                        dict(EVEN=True, WARP_STATS=True, programs_per_sm=1, LOOP_STAGES=2, PARAMS_ACC=True,
+                             EVICT="evict_first", EVICT_W="evict_last"),
+                        dict(EVEN=True, WARP_STATS=True, num_warps=16, BLOCK_M=1),
+                        dict(EVEN=True, WARP_STATS=True, num_warps=2, PARAMS_ACC=True)]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the NumPy oracle meets the NaN and inf rows
+@pytest.mark.parametrize("settings", _WARP_STATS_SETTINGS, ids=["ws", "ws-persistent", "ws-16warps", "ws-2warps"])
+@pytest.mark.parametrize("dtn", ["bfloat16", "float32"])
+def test_warp_stats_keep_results(settings, dtn, device):
+    """benchmarks/sweep_rows.py's WARP_STATS rows against the oracle on rows of exactly one tile: float32
+    [40000, 40001, 40002, 40003, ...] (cancellation; the shifted group means stay exact), float16-range squares
+    [300, -300, 100, 0] (rms_norm), a constant row (exactly 0), a NaN and an inf (NaN rows), random rows; with and
+    without weight and bias. Odd shapes (a masked tail, a row count BLOCK_M does not divide) keep the general
+    path, and the plans take WARP_STATS exactly where EVEN holds."""
+    from nbxtensor.ops import norm as N
+    from nbxtensor.runtime.configs import override
+    tile = H.block(device, "norm_rows", "BLOCK_N")
+    dt = T.dtype_from(dtn)
+    rng = np.random.default_rng(33)
+    a = (rng.standard_normal((8, tile)) * 3 + 2).astype(np.float32)
+    a[0] = 40000.0 + np.arange(tile) % 4
+    a[1] = np.resize([300.0, -300.0, 100.0, 0.0], tile)
+    a[2] = 7.0
+    a[3, 1] = np.nan
+    a[4, tile - 1] = np.inf
+    a = a.astype(dt.numpy)
+    w = rng.standard_normal(tile).astype(dt.numpy)
+    b = rng.standard_normal(tile).astype(dt.numpy)
+    x, wt, bt = (nbx.from_numpy(v).to(device) for v in (a, w, b))
+    N._ROWS_PLANS.clear()
+    with override("norm_rows", **settings):
+        for name, args in (("layer_norm", (wt, bt)), ("rms_norm", (wt,)), ("layer_norm", ()), ("rms_norm", ())):
+            rec = registry.get(name)
+            res = rec.extra["function"](x, [tile], *args)
+            exp = rec.oracle(a, [tile], *[H.host(t) for t in args])
+            H.assert_close(H.host(res), H.expected_as(exp, dt), dt, reduced=tile, what=f"{name}[{settings}, {dtn}]")
+        plain = H.host(F.layer_norm(x, [tile])).astype(np.float32)
+        assert (plain[2] == 0).all() and np.isnan(plain[3]).all() and np.isnan(plain[4]).all()
+        if dt is T.float32:
+            np.testing.assert_allclose(plain[0, :4], [-1.3416408, -0.4472136, 0.4472136, 1.3416408], rtol=1e-5)
+        for sub in (a[1:8, :-1], a[5:8]):  # a masked tail; 3 rows (BLOCK_M 2 does not divide them)
+            s = np.ascontiguousarray(sub)
+            res = F.layer_norm(nbx.from_numpy(s).to(device), [s.shape[1]], *(t[:s.shape[1]] for t in (wt, bt)))
+            exp = registry.get("layer_norm").oracle(s, [s.shape[1]], w[:s.shape[1]], b[:s.shape[1]])
+            H.assert_close(H.host(res), H.expected_as(exp, dt), dt, reduced=tile, what=f"odd {s.shape}[{settings}]")
+    if _interpreting() or H.GPU:
+        ws = {(kw["EVEN"], kw["WARP_STATS"] > 0) for _, _, kw, _ in N._ROWS_PLANS.values()}
+        assert ws == {(True, True), (False, False)}, ws
+
+
+def _norm_launch_sm90(monkeypatch, op: str, settings: dict | None, rows: int = 1024, n: int = 8192):
+    """The launch ``op`` (bfloat16 (rows, n), weight and bias) makes on the sm_90 table (config ``settings``
+    laid over it), captured, with the compiled tiers' HW_CVT."""
+    from nbxtensor.ops import norm as N
+    from nbxtensor.runtime import configs
+    got = []
+    monkeypatch.setattr(N, "launch_quiet", lambda k, grid, *a, **m: got.append((k, grid, a, m)))
+    monkeypatch.setattr(configs, "arch_of", lambda device: "sm90")
+    monkeypatch.setattr(registry, "interpreting", lambda: True)
+    monkeypatch.setattr(N, "interpreting", lambda: False)
+    N._ROWS_PLANS.clear()
+    x, w, b = nbx.empty(rows, n, dtype=nbx.bfloat16), nbx.empty(n, dtype=nbx.bfloat16), nbx.empty(n, dtype=nbx.bfloat16)
+    try:
+        with configs.override("norm_rows", **(settings or {"EVEN": True})):
+            F.layer_norm(x, [n], w, b) if op == "layer_norm" else F.rms_norm(x, [n], w)
+    finally:
+        N._ROWS_PLANS.clear()
+    assert len(got) == 1, got
+    return got[0]
+
+
+def _compile_launch_sm90(kernel, args, meta):
+    """Compile a captured launch as Triton's JIT specializes it on the GPU: 16-byte aligned pointers, ints
+    divisible by 16 so marked, ints equal to 1 as constants, floats fp32; launch options as compile options."""
+    import dataclasses
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDAOptions
+    from triton.runtime.jit import _normalize_ty
+    from nbxtensor.ops.triton_helpers import TL_DTYPES
+    names = {f.name for f in dataclasses.fields(CUDAOptions)}
+    opts = {k: v for k, v in meta.items() if k in names}
+    sig, consts, attrs = {}, {}, {}
+    for i, p in enumerate(kernel.params):
+        a = args[i] if i < len(args) else None
+        if p.name in meta and p.name not in opts or i >= len(args):
+            sig[p.name], consts[p.name] = "constexpr", meta.get(p.name, p.default)
+        elif hasattr(a, "_storage"):
+            sig[p.name] = "*" + _normalize_ty(TL_DTYPES[a.dtype.name])
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(a, float):
+            sig[p.name] = "fp32"
+        elif a == 1:
+            sig[p.name], consts[p.name] = "constexpr", 1
+        else:
+            sig[p.name] = "i32"
+            if a % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+
+
+def _sass_main(sass: str) -> list[str]:
+    """Opcodes up to the first unpredicated EXIT (the out-of-line slow paths of division and square root follow
+    it and never run here)."""
+    import sass_harness as S
+    body = []
+    for line in sass.splitlines():
+        if "\t" in line and line.split("\t", 1)[1].strip().startswith("EXIT"):
+            break
+        body.append(line)
+    return S.opcodes(body)
+
+
+def test_sm90_warp_stats_cuts_barriers_spills_and_instructions(monkeypatch):
+    """sm_90 SASS of layer_norm / rms_norm bfloat16 32768x8192 as the JIT specializes the sm_90 table's launch
+    (BLOCK_N 8192, 8 warps, EVEN, maxnreg 64; measured 2026-11-30, instructions up to the EXIT, 32 elements a
+    thread): layer_norm 483 -> 468 with WARP_STATS, BAR.SYNC 6 -> 3, spill instructions 4 -> 0 (rms_norm 315 ->
+    304: the exact power-of-two scaling instead of the IEEE division); WARP_STATS + programs_per_sm 2 +
+    PARAMS_ACC (no register cap, 127 registers): 352 per row in the row loop (weight and bias converted once)."""
+    reason = H.aot_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import collections
+
+    import sass_harness as S
+    counts = {}
+    for op, key, settings in (("layer_norm", "base", None), ("layer_norm", "ws", {"EVEN": True, "WARP_STATS": True}),
+                              ("rms_norm", "base", None), ("rms_norm", "ws", {"EVEN": True, "WARP_STATS": True})):
+        k, grid, args, meta = _norm_launch_sm90(monkeypatch, op, settings)
+        assert meta["EVEN"] and meta["maxnreg"] == 64 and (meta["WARP_STATS"] == 8) == (key == "ws"), meta
+        sass = _compile_launch_sm90(k, args, meta).asm["sass"]
+        ops = collections.Counter(S.opcodes(sass.splitlines()))
+        counts[op, key] = (len(_sass_main(sass)), sum(v for o, v in ops.items() if o.startswith("BAR")),
+                           sum(v for o, v in ops.items() if o.startswith(("STL", "LDL"))))
+    (lb, lbar, lsp), (lw, lwbar, lwsp) = counts["layer_norm", "base"], counts["layer_norm", "ws"]
+    assert lwbar <= lbar // 2 and lwsp == 0 and lw <= lb - 10, counts
+    assert counts["rms_norm", "ws"][0] < counts["rms_norm", "base"][0], counts
+    k, grid, args, meta = _norm_launch_sm90(monkeypatch, "layer_norm", {"EVEN": True, "WARP_STATS": True,
+                                                                        "programs_per_sm": 2, "maxnreg": None,
+                                                                        "PARAMS_ACC": True})
+    assert meta["SHARED"] and meta["PARAMS_ACC"] and grid[0] < 1024, (grid, meta)
+    body = S.loops(_compile_launch_sm90(k, args, meta).asm["sass"])
+    assert len(body) == 1 and sum(body[0].values()) <= 0.8 * lb, (sum(body[0].values()), lb)
