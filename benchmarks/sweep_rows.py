@@ -37,7 +37,9 @@ elements with all three); norm_rows ``EVEN``; batch_norm ``HW_CVT`` (hardware bf
 shift), ``EVEN``, ``LOOP_STAGES``, ``EVICT``. Session 6 (issue 4's rows below 85 %): softmax_rows ``CHUNK``
 (looped pass 1 per chunk of consecutive elements) and ``EXP_OUT2`` (looped pass 2's exponential; 2 folds log2(e));
 norm_rows ``CHUNK`` (looped statistics per chunk: group_norm) and the compile option ``maxnreg`` (register cap);
-batch_norm ``SPLIT`` (one program per tile) and ``EVICT_OUT``. Existing keys: ``num_warps``, ``programs_per_sm`` (persistent grid;
+batch_norm ``SPLIT`` (one program per tile) and ``EVICT_OUT``. Session 7: norm_rows ``WARP_STATS`` (one-tile EVEN
+rows: per-warp two-pass statistics, one cross-warp combination), ``PARAMS_ACC`` (persistent grid: weight and bias
+converted once per program) and ``EVICT_W`` (the parameter loads' cache policy). Existing keys: ``num_warps``, ``programs_per_sm`` (persistent grid;
 norms load weight and bias once per program), ``LOOP_STAGES`` (cp.async prefetch of the next row / tile),
 ``EVICT``/``EVICT2`` (L2 policies: a looped row's second read can hit L2).
 """
@@ -84,7 +86,20 @@ VARIANTS = {
         {"programs_per_sm": 2, "LOOP_STAGES": 3, "EVICT": "evict_last", "EVICT2": "evict_first"},
         {"programs_per_sm": 1, "LOOP_STAGES": 4, "num_warps": 16},
     ],
-    "norm_rows (one tile)": [      # table (8192 columns): BLOCK_M 1, BLOCK_N 8192, 8 warps, masked
+    "norm_rows (one tile)": [      # table (bf16 8192 columns): BLOCK_M 1, BLOCK_N 8192, 8 warps, EVEN, maxnreg 64
+        # WARP_STATS (session 7): per-warp two-pass statistics and one cross-warp Chan combination (shifted by the
+        # row's first element), divisions by N as exact power-of-two scalings. sm_90 SASS of layer_norm bf16 8192
+        # (instructions up to the EXIT, 32 elements a thread): 483 -> 468, BAR.SYNC 6 -> 3, spills 4 -> 0;
+        # rms_norm 315 -> 304. Persistent + PARAMS_ACC (weight and bias converted to float32 once per program, kept
+        # in registers: 127 registers, 2 programs of 8 warps per SM): 358 per row in the row loop.
+        {"EVEN": True, "maxnreg": 64, "WARP_STATS": True},
+        {"EVEN": True, "WARP_STATS": True, "programs_per_sm": 2, "maxnreg": 128, "PARAMS_ACC": True},
+        {"EVEN": True, "maxnreg": 64, "WARP_STATS": True, "EVICT": "evict_first", "EVICT_W": "evict_last"},
+        {"EVEN": True, "WARP_STATS": True, "programs_per_sm": 2, "LOOP_STAGES": 2, "maxnreg": 128,
+         "PARAMS_ACC": True},                           # + the next row prefetched (cp.async): 395 per row
+        {"EVEN": True, "WARP_STATS": True, "maxnreg": 80},  # 80 registers: 3 programs per SM
+        {"EVEN": True, "WARP_STATS": True, "num_warps": 16, "programs_per_sm": 2, "maxnreg": 64,
+         "PARAMS_ACC": True},                           # 2 programs of 16 warps: 273 per row, 16 elements a thread
         # register caps (sm_90 layer_norm bf16: 70 registers -> 3 programs of 8 warps per SM; 64 -> 4 (4 spill
         # instructions outside the row's data); 16 warps at 40 -> 3 of 16 (2 spills), at 52 (no cap) -> 2)
         {"EVEN": True, "maxnreg": 64},
