@@ -186,6 +186,10 @@ MATH16_CASES = [  # (op, input domain, binary)
 # 17.62, 18.12, 21.75 on the fast path (inline PTX's per-element slow path for |x| > 105615 not counted).
 MATH16_LEVEL2 = {"erf": 1, "erfc": 1, "gelu": 1, "acosh": 1, "asinh": 1, "atanh": 1, "atan2": 1, "tanhshrink": 0,
                  "sin": 0, "cos": 0, "tan": 0}
+# Alternative level-2 bodies behind their own keys, timed first (FAST_MATH16=2 with them): tan's ALT_TAN
+# (ops/fast_trig16.py, session 7; sm_90 fast path 21.75 with the sin/cos body -> 17.62 for 1: r / Q(r**2) and a
+# predicated rcp, two MUFU per element; 18.62 for 2: a degree-9 polynomial and the same rcp, one MUFU).
+MATH16_ALT = {"tan": [{"FAST_MATH16": 2, "ALT_TAN": 1}, {"FAST_MATH16": 2, "ALT_TAN": 2}]}
 GROUPS = ("issue4", "activations", "alt", "math16", "all")
 
 ABLATIONS = {  # case name -> settings that change the code, not the schedule
@@ -312,11 +316,12 @@ def build_alt_cases(nbx, smoke: bool) -> list[Case]:
 
 
 def _math16_variants(op: str) -> list[dict]:
-    """FAST_MATH16 0 and 1 for MATH16_EXPLICIT's ops, 1 for the others; then MATH16_LEVEL2's level and 2."""
+    """MATH16_ALT's variants (tan's ALT_TAN), then FAST_MATH16 0 and 1 for MATH16_EXPLICIT's ops, 1 for the others;
+    then MATH16_LEVEL2's level and 2."""
     levels = [0, 1] if op in MATH16_EXPLICIT else [1]
     if op in MATH16_LEVEL2:
         levels = [v for v in levels if v < MATH16_LEVEL2[op]] + [MATH16_LEVEL2[op], 2]
-    return [{"FAST_MATH16": v} for v in levels]
+    return MATH16_ALT.get(op, []) + [{"FAST_MATH16": v} for v in levels]
 
 
 def build_math16_cases(nbx, smoke: bool) -> list[Case]:

@@ -129,3 +129,12 @@ def test_math16_smoke_run_compares_the_key_with_the_table(tmp_path):
         ("erfc bf16", "table"), ("logaddexp bf16", "table"), ("erfc bf16", '{"FAST_MATH16":1}'),
         ("logaddexp bf16", '{"FAST_MATH16":1}'), ("erfc bf16", '{"FAST_MATH16":2}')], rows
     assert [r["status"][:9] for r in rows] == ["ok (oracl", "ok (oracl", "ok (tol; ", "ok (tol; ", "ok (tol; "], rows
+
+
+def test_math16_group_times_both_tan_bodies():
+    """tan in the math16 group: ALT_TAN's two bodies first (at FAST_MATH16 2), then libdevice (FAST_MATH16 0) and the
+    level-2 sin/cos body (FAST_MATH16 2, the sm_90 table's own setting)."""
+    tan = {c.name: c for c in S.build_cases(nbx, smoke=True, group="math16")}["tan bf16"]
+    vs = tan.variants()
+    assert vs[:2] == [{"FAST_MATH16": 2, "ALT_TAN": 1}, {"FAST_MATH16": 2, "ALT_TAN": 2}], vs
+    assert {"FAST_MATH16": 0} in vs and {"FAST_MATH16": 2} in vs, vs

@@ -8,7 +8,8 @@ results that differ from the default (libdevice) body are counted and bounded. A
 outputs (``out=``), which take the same bodies. Compiled tier: sm_90 SASS per element with and without the key.
 The checks are test_fast_math16's (:class:`test_fast_math16._Case`). sin, cos, tan also: their reduction by pi/2
 (fast path and the exact slow path, the interpreter's model of its PTX, or the PTX on the GPU tier) against one with
-400 bits of pi, the slow path's constants, and the fast path's SASS count with the PTX slow path cut out.
+400 bits of pi, the slow path's constants, and the fast path's SASS count with the PTX slow path cut out. tan's ALT_TAN bodies
+(ops/elementwise.py's Alt, 16-bit results) get the same exhaustive, float32-input and SASS checks.
 """
 
 from __future__ import annotations
@@ -117,6 +118,77 @@ def test_float32_inputs(op, level, dt, device):
         fin = np.isfinite(g)
         u = _ulps(got[fin], cr[fin])
         assert (u <= 1).all(), (x[fin][u > 1][:5], got[fin][u > 1][:5], cr[fin][u > 1][:5])
+
+
+
+# ALT_TAN (ops/elementwise.py's Alt for tan, 16-bit results; ops/fast_trig16.py): 1 tan r = r / Q(r**2) and -1/t for
+# odd quadrants by a predicated rcp, 2 r P(r**2) of degree 9 and the same rcp. Differing from the default (libdevice)
+# body, of 65 536 (bfloat16 / float16), measured 2026-11-30: ALT_TAN 1 80-82 / 790-794, 2 16-18 / 128-132; the
+# level-2 sin/cos body 36-38 / 472-474 (each one 16-bit ulp; the bfloat16 ones mostly past 105615, the slow path).
+ALT_TAN = [1, 2]
+
+
+@pytest.mark.skipif(not H.INTERPRET, reason="runs the Triton bodies under the interpreter")
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=lambda d: d.name)
+@pytest.mark.parametrize("alt", ALT_TAN, ids=lambda v: f"ALT_TAN{v}")
+def test_exhaustive_16bit_alt_tan(alt, dt):
+    c = _Case("tan", dt)
+    base = _run("tan", c.x, 0)
+    with configs.override("pointwise", ALT_TAN=alt):
+        for err in ((0.0, 1.0, -1.0) if not H.QUICK else (1.0, -1.0)):
+            got = _run("tan", c.x, 2, err)
+            _check(c, got, base, f"tan {dt.name} ALT_TAN={alt} (approximate instructions at {err:+g} x their bound)",
+                   2)
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=lambda d: d.name)
+@pytest.mark.parametrize("alt", ALT_TAN, ids=lambda v: f"ALT_TAN{v}")
+def test_exhaustive_16bit_alt_tan_on_the_gpu(alt, dt, device):
+    """GPU tier: ALT_TAN's bodies with the real rcp.approx and the predicated PTX."""
+    if not device.startswith("cuda"):
+        pytest.skip("the GPU tier (NBX_TEST_DEVICE=cuda)")
+    c = _Case("tan", dt)
+    base = _run("tan", c.x, 0, device=device)
+    with configs.override("pointwise", ALT_TAN=alt):
+        _check(c, _run("tan", c.x, 2, device=device), base, f"tan {dt.name} ALT_TAN={alt} on {device}", 2)
+
+
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16], ids=lambda d: d.name)
+@pytest.mark.parametrize("alt", ALT_TAN, ids=lambda v: f"ALT_TAN{v}")
+def test_float32_inputs_alt_tan(alt, dt, device):
+    """float32 inputs into 16-bit outputs through ALT_TAN (the floats nearest multiples of pi/2, huge ones: the
+    exact slow path, special values) as :func:`test_float32_inputs`."""
+    with configs.override("pointwise", ALT_TAN=alt):
+        test_float32_inputs("tan", 2, dt, device)
+
+
+@pytest.mark.parametrize("alt", ALT_TAN, ids=lambda v: f"ALT_TAN{v}")
+def test_alt_tan_selection_and_special_values(alt, device):
+    """ALT_TAN serves 16-bit results only (float32 results bit-equal to the default body's) and is taken before
+    FAST_MATH16's body (the same results at level 0 and 2); tan(+-0) = +-0, a subnormal x gives x, +-inf and NaN
+    give NaN, the floats next to +-pi/2 give large results of the right sign, huge x the exact reduction."""
+    if not (H.INTERPRET or device.startswith("cuda")):
+        pytest.skip("runs the Triton bodies (the interpreter or the GPU tier)")
+    xs = np.float32([0.0, -0.0, 2.0 ** -140, -(2.0 ** -140), np.inf, -np.inf, np.nan, 1.5707963, -1.5707964,
+                     0.5, -2.0, 1e5, 3.0e38, -1.0e30, 7.0, 1e-3])
+    x = nbx.from_numpy(xs).to(device)
+    with configs.override("pointwise", FAST_MATH16=0):
+        f32_default = H.result_host(nbx.tan(x))
+    got = {}
+    for lvl in (0, 2):
+        with configs.override("pointwise", FAST_MATH16=lvl, ALT_TAN=alt):
+            np.testing.assert_array_equal(H.result_host(nbx.tan(x)), f32_default)
+            o = nbx.empty(xs.size, dtype=nbx.float16, device=device)
+            got[lvl] = H.result_host(nbx.tan(x, out=o)).astype(np.float32)
+    np.testing.assert_array_equal(got[0], got[2])
+    g = got[2]
+    assert g[0] == 0 and not np.signbit(g[0]) and g[1] == 0 and np.signbit(g[1])
+    assert g[2] == 0 and g[3] == 0 and np.signbit(g[3])  # 2**-140 rounds to zero in float16, its sign kept
+    assert np.isnan(g[4:7]).all()
+    assert g[7] > 1e4 and g[8] > 1e4  # tan(float32(pi/2)) = -22877332 (float16: -inf), tan(-1.5707964) = 1.3e7
+    cr = cast_array(np.tan(xs.astype(np.float64)), T.float64, T.float16).astype(np.float32)
+    fin = np.isfinite(cr)
+    assert (_ulps(got[2][fin].astype(np.float16), cr[fin].astype(np.float16)) <= 1).all(), (g, cr)
 
 
 def test_tables_replace_default_bodies():
@@ -338,20 +410,28 @@ def _fast_path_count(sass: str) -> tuple[int, int]:
 # hold excluded; the check of 8 elements, one branch and its BSSY/BSYNC included), measured 2026-11-30: sin 17.62,
 # cos 18.12 (reductions by pi, one polynomial), tan 21.75 (by pi/2, two polynomials and a quotient); static with the
 # slow paths 73.25 / 69.75 / 77.38; libdevice 84.50 static for sin.
-_TRIG_SASS = {"sin": 17.75, "cos": 18.25, "tan": 22}
+# ALT_TAN (level 2 set too, as the sm_90 table runs it): 1 (r / Q(s), a predicated MUFU.RCP for odd quadrants) 17.62
+# (73.25 static), 2 (degree-9 odd polynomial, the same rcp) 18.62 (74.25 static).
+_TRIG_SASS = {"sin": 17.75, "cos": 18.25, "tan": 22, "tan ALT_TAN=1": 17.75, "tan ALT_TAN=2": 18.75}
 
 
 @pytest.mark.skipif(H.INTERPRET or not HAVE_TRITON, reason="compiles with Triton's real compiler")
-@pytest.mark.parametrize("op", sorted(_TRIG_SASS))
-def test_sm90_trig_fast_path(op, monkeypatch):
+@pytest.mark.parametrize("case", sorted(_TRIG_SASS))
+def test_sm90_trig_fast_path(case, monkeypatch):
+    import re
     from test_pointwise import _bf16_launch, _compile_as_jit, _e, _sass_per_element
+    op, _, alt = case.partition(" ALT_TAN=")
     f = getattr(nbx, op)
-    with configs.override("pointwise", FAST_MATH16=2):
+    with configs.override("pointwise", FAST_MATH16=2, **({"ALT_TAN": int(alt)} if alt else {})):
         kernel, kargs, meta = _bf16_launch(lambda: f(_e()), monkeypatch)
     c = _compile_as_jit(kernel, kargs, meta)
     static, ops = _sass_per_element(c, meta)
     fast, total = _fast_path_count(c.asm["sass"])
     per = fast * static / total
-    print(f"\n{op} level 2: fast path {per:.2f} SASS instructions per element ({static:.2f} static)")
+    print(f"\n{case} level 2: fast path {per:.2f} SASS instructions per element ({static:.2f} static)")
     assert "LDG.E.128" in ops and "STG.E.128" in ops, ops
-    assert per <= _TRIG_SASS[op] and static > per + 40, (per, static)
+    assert per <= _TRIG_SASS[case] and static > per + 40, (per, static)
+    if alt:  # -1/t of the odd quadrants: one predicated MUFU.RCP with a negated operand per element, no FSEL
+        n = meta["BLOCK"] // (32 * meta.get("num_warps", 4))
+        assert len(re.findall(r"@!?P\d MUFU\.RCP R\d+, -R\d+", c.asm["sass"])) == n, c.asm["sass"]
+        assert "FSEL" not in c.asm["sass"].split("BSYNC B0")[-1]

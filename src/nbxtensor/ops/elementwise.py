@@ -19,7 +19,8 @@ within the tolerance table, PyTorch's special values): ``ALT_RSQRT`` (libdevice'
 ``ALT_POW`` (16-bit results: ex2.approx / rcp.approx formulas; products, rcp and sqrt for scalar exponents in
 +-{0.5, 1, ..., 3}; ``ALT_POW: 2`` a tensor exponent's body at FAST_MATH16 level 2's accuracy), ``ALT_REMAINDER``
 (float32 compute, bit for bit the default: an fma path with an exact certificate and a per-element branch to an exact
-fmod on the bits).
+fmod on the bits), ``ALT_TAN`` (16-bit results: ops/fast_trig16.py's tan without sin and cos, 1: r / Q(r**2)
+and a predicated rcp, 2: a degree-9 odd polynomial).
 Formulas follow ATen's CPU kernels where PyTorch defines edge cases (sources in each docstring).
 
 Integer division by zero (``floor_divide``, ``remainder``, ``fmod``, ``div`` with a rounding mode): the
@@ -40,6 +41,7 @@ from ..dtypes.promotion import get_default_dtype
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 from ..tensor.core import Tensor
 from . import fast_math16 as _M16
+from . import fast_trig16 as _TR
 from . import triton_helpers as H
 from .pointwise import Alt, _cvt, declare, launch_pointwise
 from .triton_helpers import libdevice
@@ -495,7 +497,8 @@ _float_unary("rsqrt", _rsqrt_b, lambda x: 1 / np.sqrt(x), _or_f(lambda x: 1.0 / 
 _float_unary("reciprocal", _recip_b, np.reciprocal, _or_f(lambda x: 1.0 / x), domain="nonzero")
 _float_unary("sin", _sin_b, np.sin, _or_f(np.sin))
 _float_unary("cos", _cos_b, np.cos, _or_f(np.cos))
-_float_unary("tan", _tan_b, np.tan, _or_f(lambda x: np.sin(x) / np.cos(x)))
+_float_unary("tan", _tan_b, np.tan, _or_f(lambda x: np.sin(x) / np.cos(x)),
+             alt=Alt("ALT_TAN", _TR._tan_rq, narrow=True, body2=_TR._tan_p4))
 _float_unary("asin", _asin_b, np.arcsin, _or_f(lambda x: np.arctan2(x, np.sqrt(1 - x * x))), domain="unit",
              aliases=("arcsin",))
 _float_unary("acos", _acos_b, np.arccos, _or_f(lambda x: np.arctan2(np.sqrt(1 - x * x), x)), domain="unit",

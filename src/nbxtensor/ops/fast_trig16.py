@@ -48,6 +48,22 @@ sm_90 SASS per element (bf16 in and out) on the fast path (the slow paths' instr
 18.12, tan 21.75 (static with the slow paths 73.25 / 69.75 / 77.38; libdevice 84-86 static). Exhaustive tests,
 results that differ from the default body (of 65 536, bfloat16 / float16): sin 8 / 36, cos 4 / 64, tan 36-38 /
 472-474 (each one 16-bit ulp).
+
+tan without sin and cos (session 7), behind ops/elementwise.py's ``ALT_TAN`` (an :class:`.pointwise.Alt` for 16-bit
+results, default off; taken before the FAST_MATH16 body): the same reduction by pi/2, then t = tan r and, for odd q,
+-1/t by :func:`_odd_rcp`: one LOP3 to a predicate and one predicated ``rcp.approx.ftz`` with a negated operand (the
+same ``tl.where`` of two values compiles to a MUFU and an FSEL: one more per element). ``ALT_TAN: 1``
+(:func:`_tan_rq`): t = r / Q(s), Q = 1 + s (C1 + C2 s) ~ r cot r (2**-15.25 relative; r cot r's series converges
+much faster than tan r / r's), two MUFU per element (one predicated); ``ALT_TAN: 2`` (:func:`_tan_p4`): t = r P(s), P
+of degree 4 (2**-17.98), one MUFU. sm_90 SASS per element on the fast path (bf16 in and out, BLOCK 2048 / 8 warps):
+21.75 (the sin/cos body) -> 17.62 (1) / 18.62 (2); static 77.38 -> 73.25 / 74.25. Results that differ from the
+default body (of 65 536, bfloat16 / float16): 80-82 / 790-794 (1), 16-18 / 128-132 (2) (each one 16-bit ulp; the
+bfloat16 ones mostly past 105615: 74 of 82 for 1, 30 of 36 for the sin/cos body). Evaluated and not kept: tan r /
+r of degree 3 (17.62, 2**-14.2: 2018 float16 results differ, past the tests' 2 %); the quotient forms that swap
+numerator and denominator for odd q (r/Q or sin/cos: two selects, about 18.6 at best); the reduction has nothing to
+spare (rint by the magic constant: one FFMA and one FADD, q's parity one LOP3 from the magic sum's bits, three FFMAs
+for exactness up to 105615: two leave k P3 absolute, up to 2**-31.4 at k = 67000, too much next to the floats
+nearest multiples of pi/2, |r| ~ 1e-9).
 """
 
 from __future__ import annotations
