@@ -30,7 +30,11 @@ row blocks, loads layer_norm's/rms_norm's weight and bias once, and (``LOOP_STAG
 with ``cp.async`` while it normalises this one; ``EVICT``/``EVICT2`` set L2 policies (benchmarks/sweep_reduce.py
 times these settings on the H200; benchmarks/sweep_rows.py the later ones: ``CHUNK``, per-chunk statistics on the
 looped path, :func:`_chunk_stats`; ``maxnreg``, a register cap). bfloat16 results are rounded by the hardware's
-``cvt.rn.bf16.f32`` (:func:`~.reduction.out_convert`). ``_batch_norm_kernel`` is elementwise over ``(N*C, spatial)`` rows with
+``cvt.rn.bf16.f32`` (:func:`~.reduction.out_convert`). ``WARP_STATS`` (one-tile EVEN rows, default off,
+:func:`_one_tile_warp_stats`): per-warp two-pass statistics and one cross-warp combination by Chan's formula
+instead of two block reductions (layer_norm bf16 8192 on sm_90: 6 -> 3 barriers, no spills), ``PARAMS_ACC``
+(persistent grid: weight and bias converted to float32 once per program), ``EVICT_W`` (the parameter loads'
+cache policy). ``_batch_norm_kernel`` is elementwise over ``(N*C, spatial)`` rows with
 per-channel scale and shift (config ``SPLIT``: one program per tile instead of a loop over the spatial
 positions). Non-contiguous inputs are copied to contiguous first.
 
@@ -235,7 +239,9 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
     3] are not rounded at 40000's ulp in the combination. CHUNK (looped path, before LANE_STATS): the statistics
     pass keeps states per chunk of CHUNK consecutive elements (:func:`_chunk_stats`: each tile's chunk folded by
     two passes over registers and one Chan update with a per-tile scalar weight); FULL (the host sets it only
-    when BLOCK_M divides M) loads its whole tiles unmasked."""
+    when BLOCK_M divides M) loads its whole tiles unmasked. WARP_STATS (one tile, EVEN, layer_norm/rms_norm; the
+    host passes the number of warps, 0 = off): :func:`_one_tile_warp_stats`. EVICT_W: the L1/L2 policy of the
+    weight and bias loads; PARAMS_ACC (SHARED): weight and bias converted to ACC once, before the row loop."""
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
     n_f = N * tl.full([], 1, ACC)  # N in ACC, by arithmetic (an int argument equal to 1 arrives as a constexpr)
@@ -453,7 +459,10 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     (L2 policies, see the kernel), ``EVEN`` (default off: unmasked one-tile rows where ``n == BLOCK_N`` and
     ``BLOCK_M`` divides the rows), ``LANE_STATS`` (default off: per-lane statistics on the looped path), ``CHUNK`` (default 0: per-chunk
     statistics on the looped path, :func:`_chunk_stats`; taken before LANE_STATS), ``maxnreg`` (a register cap:
-    more programs resident per SM).
+    more programs resident per SM), ``WARP_STATS`` (default off: one-tile EVEN rows of layer_norm/rms_norm take
+    :func:`_one_tile_warp_stats`, one cross-warp exchange per row), ``PARAMS_ACC`` (default off: with a persistent
+    grid, weight and bias converted to the accumulation dtype once per program) and ``EVICT_W`` (default "": the
+    parameter loads' cache policy).
 
     Grid and keywords are planned once per (dtype, rows, n, flags, device, config state)."""
     key = (x._dtype, rows, n, rms, w is None, b is None, groups, cpg, hw, x._storage.device, config_state(),
