@@ -375,7 +375,7 @@ def test_kernels_compile_for_sm90(xt, wt, rms, one_tile):
     types = {"x_ptr": xt, "w_ptr": wt, "b_ptr": wt, "y_ptr": xt, "M": "i32", "N": "i32", "G": "i32", "CPG": "i32",
              "HW": "i32", "eps": "fp32", "NBLK": "i32"}
     loop = dict(LOOP_STAGES=None, ROW_STAGES=None, EVICT="", EVICT2="", HW_CVT=True, EVEN=False, LANE_STATS=False,
-                CHUNK=0, FULL=False)
+                CHUNK=0, FULL=False, WARP_STATS=0, EVICT_W="", PARAMS_ACC=False)
     for grouped in ((False, True) if not one_tile and not rms else (False,)):
         H.compile_sm90(N._norm_rows_kernel, types, dict(RMS=rms, HAS_W=True, HAS_B=not rms, ONE_TILE=one_tile,
                                                         GROUPED=grouped, SHARED=False, ACC=acc, BLOCK_M=1,
@@ -450,7 +450,7 @@ def test_sm90_chunk_statistics_and_split_batch_norm():
              "G": "i32", "CPG": "i32", "HW": "i32", "eps": "fp32", "NBLK": "i32"}
     base = dict(RMS=False, HAS_W=True, HAS_B=True, ONE_TILE=False, GROUPED=True, SHARED=False, ACC=tl.float32,
                 BLOCK_M=1, BLOCK_N=4096, LOOP_STAGES=None, ROW_STAGES=None, EVICT="", EVICT2="", HW_CVT=True,
-                EVEN=False, LANE_STATS=False)
+                EVEN=False, LANE_STATS=False, WARP_STATS=0, EVICT_W="", PARAMS_ACC=False)
     vals = dict(M=2048, N=131072, G=32, CPG=8, HW=16384, NBLK=2048)
     stats = {}
     for chunk in (0, 8):

@@ -71,7 +71,7 @@ __all__ = ["launch_norm_rows", "launch_batch_norm"]
 # ---------------------------------------------------------------------------------------------------------
 @jit
 def _affine(y, ch, msk, w_ptr, b_ptr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-            EVICT_W: tl.constexpr = ""):
+            EVICT_W: tl.constexpr):
     if HAS_W:
         y = y * convert(tl.load(w_ptr + ch, mask=msk, eviction_policy=EVICT_W), ACC)
     if HAS_B:
@@ -382,7 +382,7 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
                         y = x * r[:, None]
                     else:
                         y = (x - mean[:, None]) * r[:, None]
-                    y = _affine(y, ch0 + n[None, :] // HW, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC)
+                    y = _affine(y, ch0 + n[None, :] // HW, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC, EVICT_W)
                     tl.store(y_ptr + base + n[None, :], out_convert(y, OUT, HW_CVT), mask=msk,
                              eviction_policy=EVICT2)
 
