@@ -224,16 +224,21 @@ def nbx_dtype(tl_dtype):
     return T.dtype_from({v: k for k, v in TL_DTYPES.items()}[tl_dtype])
 
 
+def _with_defaults(fn, types: dict, constexprs: dict) -> dict:
+    """``constexprs`` plus the defaults of ``fn``'s parameters given in neither dict (the kernels' variant keys,
+    off by default), without the keys ``fn`` does not take (a dict shared by the rows and cols kernels)."""
+    out = {p.name: p.default for p in fn.params if p.has_default and p.name not in types}
+    out.update({k: v for k, v in constexprs.items() if k in fn.arg_names})
+    return out
+
+
 def compile_sm90(fn, types: dict, constexprs: dict, num_warps: int = 4):
     """Compile ``@jit`` kernel ``fn`` for sm90 down to a cubin (Triton's LLVM and the bundled ptxas; no GPU
     needed): ``types`` maps every non-constexpr argument to Triton's signature type (``"*bf16"``, ``"i64"``)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    if "ARG_FAST" in fn.arg_names:  # a variant key with a default (off) in the reduction kernels
-        constexprs = dict({"ARG_FAST": False}, **constexprs)
-    if "LSE_TILE" in fn.arg_names:  # (the rows kernel's)
-        constexprs = dict({"LSE_TILE": False}, **constexprs)
+    constexprs = _with_defaults(fn, types, constexprs)
     sig = {name: ("constexpr" if name in constexprs else types[name]) for name in fn.arg_names}
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
                        options={"num_warps": num_warps, "enable_reflect_ftz": False})
@@ -261,9 +266,8 @@ def compile_sm90_jit(fn, kind, pre, fin, xt, acc, loadt, values: dict, extra: di
                                                                                   R.K_WELFORD),
                   LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None,
                   UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False, LSE_EX2=False, ARG_FAST=False)
-    if "LSE_TILE" in fn.arg_names:
-        consts["LSE_TILE"] = False
     consts.update(extra)
+    consts = _with_defaults(fn, types, consts)
     sig, attrs = {}, {}
     for i, n in enumerate(fn.arg_names):
         if n in consts:

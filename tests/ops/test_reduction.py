@@ -617,8 +617,7 @@ def test_kernels_compile_for_sm90(case, stage):
     consts = dict(KIND=kind, PRE=pre, FIN=fin, STAGE=stage, HAS_Y=True, HAS_Y2=kind in (R.K_ARGMAX, R.K_MINMAX,
                                                                                       R.K_WELFORD),
                   LOADT=loadt, ACC=acc, IDENT=ident, IDENT2=ident2, LOOP_STAGES=None, EVICT="", OTHER=None,
-                  UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False, LSE_EX2=False, FINISH_LAST=False,
-                  BLOCK_S=1)
+                  UNROLL=1, INTERLEAVE=False, EVEN=False, VAR_SHIFT=False, LSE_EX2=False)
     H.compile_sm90(R._reduce_rows_kernel, types, dict(consts, BLOCK_M=2, BLOCK_R=2048), num_warps=8)
     H.compile_sm90(R._reduce_cols_kernel, types, dict(consts, BLOCK_R=16, BLOCK_I=256), num_warps=8)
     if stage == 0 and kind in (R.K_SUM, R.K_ARGMAX) and xt == "*bf16":
@@ -882,6 +881,35 @@ def test_words_all_any_match_the_byte_path(dt, device):
                 np.testing.assert_array_equal(H.host(got), want)
 
 
+@_plans_only
+def test_words_paths_are_planned_per_offset_alignment(device):
+    """The ``WORDS`` paths (all/any of bytes, count_nonzero of 16-bit floats, read as int32 words) launch on the
+    input itself, so a repeated call replays a plan (session 7's H200 run: all/any took the ~100 us general path
+    every call, slower than their 62 us kernel); the plan key holds the offset's alignment, so a view of the same
+    shape and strides whose offset rules the words out is planned (and computed) on its own."""
+    from nbxtensor.ops import reduction as R
+    from nbxtensor.runtime.configs import override
+    a = np.zeros((9, 44), np.uint8)
+    a[::2, ::3] = 1
+    a[1] = 1
+    base = nbx.from_numpy(a).to(T.bool_).to(device)
+    bf = nbx.from_numpy(a.astype(np.float32)).to(T.bfloat16).to(device)
+    with override("reduce_rows", WORDS=True, COUNT32=True, BLOCK_M=1, BLOCK_R=4, UNROLL=2):
+        for name, fn, host in (("all", lambda t: nbx.all(t, 1), lambda h: h.all(1)),
+                               ("any", lambda t: nbx.any(t, 1), lambda h: h.any(1)),
+                               ("count_nonzero", lambda t: nbx.count_nonzero(t, 1), lambda h: (h != 0).sum(1))):
+            for src in (base, bf):
+                if (name == "count_nonzero") != (src is bf):
+                    continue
+                R.clear_plans()
+                for _ in range(2):
+                    np.testing.assert_array_equal(H.host(fn(src[:, :40])), host(a[:, :40] != 0))
+                assert R.plan_stats() == {"hits": 1, "plans": 1}
+                for _ in range(2):  # offset 1 (2 bytes for bfloat16): the element path, its own plan
+                    np.testing.assert_array_equal(H.host(fn(src[:, 1:41])), host(a[:, 1:41] != 0))
+                assert R.plan_stats() == {"hits": 2, "plans": 2}
+
+
 def test_var_shift_keeps_numerics(device):
     """``VAR_SHIFT`` (shifted sums per lane): rows with a large common offset, an outlier as the lanes' first
     element, constant rows (0, never negative), +-inf / NaN (NaN, as Welford) agree with the float64 oracle."""
@@ -930,6 +958,9 @@ def test_variant_kernels_cut_instructions_on_sm90():
     word = loop_and_loads(R.K_MAX, R.P_NONZERO, R.F_NONE, "*i32", tl.int32, tl.int32, tab, 4, 2048)
     assert any("LDGSTS.E.64" in i for i in byte) and not any(".128" in i and "LDGSTS" in i for i in byte)
     assert any("LDGSTS.E.BYPASS.128" in i for i in word)
+    # as launch_reduction runs it: the bool input itself, read as words in the kernel (AS_WORDS): the same loads
+    asw = loop_and_loads(R.K_MAX, R.P_NONZERO, R.F_NONE, "*i1", tl.int32, tl.int32, dict(tab, AS_WORDS=True), 4, 2048)
+    assert any("LDGSTS.E.BYPASS.128" in i for i in asw) and len(asw) == len(word)
     # instructions per input byte: 16 bytes per thread and iteration before, 64 after
     assert len(word) / 64 < 0.5 * len(byte) / 16
     var = dict(BLOCK_M=1, BLOCK_R=512, UNROLL=4, EVEN=True)
@@ -1264,6 +1295,9 @@ def test_arg_fast_and_count_words_cut_instructions_on_sm90():
     words, _ = build(R.K_SUM, R.P_NZ_PAIRS, tl.int32, tl.int32, "*i32", nz, 4,
                      dict(vals, R=4096, chunk=4096, sxo=4096))
     assert sum("LDG.E.128" in i for i in words) == 4 and len(words) / (512 * 4 / 128 * 2) <= 2.6, len(words)
+    asw, _ = build(R.K_SUM, R.P_NZ_PAIRS, tl.int32, tl.int32, "*bf16", dict(nz, AS_WORDS=True), 4,
+                   dict(vals, R=4096, chunk=4096, sxo=4096))
+    assert sum("LDG.E.128" in i for i in asw) == 4 and len(asw) == len(words), (len(asw), len(words))
 
 
 # ---------------------------------------------------------------------------------------------------------

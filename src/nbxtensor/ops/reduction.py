@@ -91,7 +91,7 @@ from ..runtime.configs import launch_config, state as config_state
 from ..runtime.launcher import Recording, interpreting, launch, make_launch_plan, scratch
 from ..runtime.triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 from ..shapes import numel, wrap_dim
-from ..tensor.core import Size, Tensor, host_view, make_tensor, new_empty
+from ..tensor.core import Tensor, host_view, make_tensor, new_empty
 from . import dispatch, registry
 from .registry import Cost, OpRecord, register
 from .triton_helpers import (TL_DTYPES, argmax_combine, argmin_combine, convert, div_rn, ieee_options, libdevice,
@@ -820,15 +820,20 @@ def _reduce_rows_kernel(x_ptr, x1_ptr, x2_ptr, y_ptr, y2_ptr, w0_ptr, w1_ptr, w2
                         UNROLL: tl.constexpr = 1, INTERLEAVE: tl.constexpr = False, EVEN: tl.constexpr = False,
                         VAR_SHIFT: tl.constexpr = False, LSE_EX2: tl.constexpr = False,
                         ARG_FAST: tl.constexpr = False, LSE_TILE: tl.constexpr = False,
-                        FINISH_LAST: tl.constexpr = False, BLOCK_S: tl.constexpr = 1):
+                        FINISH_LAST: tl.constexpr = False, BLOCK_S: tl.constexpr = 1,
+                        AS_WORDS: tl.constexpr = False):
     """Reduce ``x[o, r]`` (offset ``o * sxo + r * sxr``) over r for BLOCK_M rows o; program axis 1 picks the
-    chunk of r (one chunk unless the reduction is split).
+    chunk of r (one chunk unless the reduction is split). ``AS_WORDS``: ``x_ptr`` (1- or 2-byte elements) is read
+    as int32 words, ``O, R, sxo, sxr`` counted in words (the ``WORDS`` paths of :func:`launch_reduction`; the
+    input itself is the argument, so a launch plan replays it).
 
     STAGE 0 writes the outputs, STAGE 1 the partial states ``w[o, sid]`` (and, with ``FINISH_LAST``, the last
     program of each row tile combines them and writes the outputs: :func:`_finish_last`), STAGE 2 reads states
     ``x[o, r]`` (from ``x_ptr``, ``x1_ptr``, ``x2_ptr``) instead of raw elements. Each loop iteration issues the
     loads of ``UNROLL`` tiles before folding them (more bytes in flight per thread, the same lane states).
     ``EVEN`` (set by the host when the chunks tile R and BLOCK_M divides O exactly) drops every mask."""
+    if AS_WORDS:
+        x_ptr = x_ptr.to(tl.pointer_type(tl.int32), bitcast=True)
     pid = tl.program_id(0)
     sid = tl.program_id(1)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -1246,9 +1251,8 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
             # count_nonzero of float16/bfloat16 along a contiguous axis: int32 words of 2 elements, counted two at a
             # time in 16-bit halves (P_NZ_PAIRS: a half is nonzero iff its 15 magnitude bits are, so -0.0 counts
             # as zero; a lane's halves count at most its steps, < 2**16 here), the halves added after the loop
-            x = make_tensor(x._storage, Size(((x._storage.nbytes - 2 * x._offset) // 4,)), (1,), x._offset // 2,
-                            T.int32)
             R, sxo = R // 2, sxo // 2 if O > 1 else sxo
+            consts["AS_WORDS"] = True  # the kernel reads x's memory as int32 words (x itself is the argument)
             loadt = acc = T.int32
             pre = P_NZ_PAIRS
             consts.update(PRE=pre, LOADT=TL_DTYPES[loadt.name], ACC=TL_DTYPES[acc.name])
@@ -1257,9 +1261,8 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
             # all/any of 1-byte elements (bool, uint8, int8) along a contiguous axis: read int32 words of 4
             # elements (128-bit loads of 16 elements; a word is nonzero iff one of its bytes is, and has no
             # zero byte iff all of them are nonzero: P_NO_ZERO_BYTE) instead of one byte widened to int64 each
-            x = make_tensor(x._storage, Size(((x._storage.nbytes - x._offset) // 4,)), (1,), x._offset // 4,
-                            T.int32)
             R, sxo = R // 4, sxo // 4 if O > 1 else sxo
+            consts["AS_WORDS"] = True
             loadt = T.int32
             if kind == K_MIN:
                 pre = P_NO_ZERO_BYTE
@@ -1377,6 +1380,8 @@ def _launch_stage(x0, x1, x2, y, y2, ws, sizes, sx, sy, chunk, n_total, split, c
     meta.update(consts)
     meta.update(ieee_options())  # libdevice (pow) without flush-to-zero, as nvcc's code
     meta["STAGE"] = stage
+    if stage == 2:
+        meta.pop("AS_WORDS", None)  # (the states are int32 already)
     unroll = int(meta.get("UNROLL", 1) or 1)
     check(unroll in (1, 2, 4), lambda: f"reduce: config UNROLL must be 1, 2 or 4, got {unroll}", ValueError)
     meta["UNROLL"] = unroll
@@ -2323,7 +2328,9 @@ def _planned(driver, first: str):
         if out is not None or inplace is not None or x.__class__ is not Tensor:
             return driver(rec, args, out=out, inplace=inplace)
         d = x._storage.device
-        key = [x._shape, x._stride, x._dtype, d.type, d.index, config_state()]  # (a plan per override, too)
+        # the offset's alignment too (the WORDS paths read int32 words where it allows), the config state (a plan
+        # per override, too)
+        key = [x._shape, x._stride, x._dtype, d.type, d.index, x._offset & 15, config_state()]
         for v in args.values():
             c = v.__class__
             if c is tuple or c is list:
