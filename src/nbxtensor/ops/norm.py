@@ -53,13 +53,14 @@ from ..dtypes.casting import cast_array
 from ..dtypes.table import DType
 from ..runtime.configs import launch_config
 from ..runtime.configs import state as config_state
-from ..runtime.launcher import Tail, interpreting, launch_tail
+from ..runtime.launcher import Tail, interpreting, launch_tail, scratch
 from ..runtime.triton_compat import jit, tl
 from ..shapes import numel
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from .fast_math16 import _rcpz
-from .reduction import FLOATS, cdiv, launch_quiet, loop_meta, out_convert, persistent_grid, welford_combine
+from .reduction import (F_VAR, FLOATS, K_WELFORD, cdiv, launch_quiet, launch_reduction, loop_meta, out_convert,
+                        persistent_grid, welford_combine)
 from .registry import Cost, OpRecord, register
 from .triton_helpers import TL_DTYPES, convert, div_rn, rcp_rn, sqrt_rn
 
@@ -221,7 +222,7 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
                       ROW_STAGES: tl.constexpr, EVICT: tl.constexpr, EVICT2: tl.constexpr, HW_CVT: tl.constexpr,
                       EVEN: tl.constexpr = False, LANE_STATS: tl.constexpr = False, CHUNK: tl.constexpr = 0,
                       FULL: tl.constexpr = False, WARP_STATS: tl.constexpr = 0, EVICT_W: tl.constexpr = "",
-                      PARAMS_ACC: tl.constexpr = False):
+                      PARAMS_ACC: tl.constexpr = False, STATS_OUT: tl.constexpr = False):
     """Normalise the contiguous ``(M, N)`` input BLOCK_M rows at a time; program ``pid`` takes the row blocks
     ``pid, pid + grid, ...`` of NBLK (one each unless the grid is persistent). Element n of row r uses affine
     parameter ``(r % G) * CPG + n // HW`` (layer_norm/rms_norm: G = HW = 1). SHARED (one tile, every row uses
@@ -241,7 +242,9 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
     two passes over registers and one Chan update with a per-tile scalar weight); FULL (the host sets it only
     when BLOCK_M divides M) loads its whole tiles unmasked. WARP_STATS (one tile, EVEN, layer_norm/rms_norm; the
     host passes the number of warps, 0 = off): :func:`_one_tile_warp_stats`. EVICT_W: the L1/L2 policy of the
-    weight and bias loads; PARAMS_ACC (SHARED): weight and bias converted to ACC once, before the row loop."""
+    weight and bias loads; PARAMS_ACC (SHARED): weight and bias converted to ACC once, before the row loop.
+    STATS_OUT (looped path; group_norm's ``SPLIT_STATS``): the statistics only, ``y[r] = mean`` and ``y[M + r] =
+    var`` (biased) in ACC, no output pass."""
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
     n_f = N * tl.full([], 1, ACC)  # N in ACC, by arithmetic (an int argument equal to 1 arrives as a constexpr)
@@ -255,7 +258,8 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
         if WARP_STATS > 0:  # the 4-d tile of _one_tile_warp_stats
             WV: tl.constexpr = min(32 * (128 // x_ptr.dtype.element_ty.primitive_bitwidth), BLOCK_N // WARP_STATS)
             WR: tl.constexpr = BLOCK_N // (WARP_STATS * WV)
-            woff = ((tl.arange(0, WARP_STATS) * WV)[:, None, None] + (tl.arange(0, WR) * (WARP_STATS * WV))[None, :, None]
+            woff = ((tl.arange(0, WARP_STATS) * WV)[:, None, None]
+                    + (tl.arange(0, WR) * (WARP_STATS * WV))[None, :, None]
                     + tl.arange(0, WV)[None, None, :])[None, :, :, :]
             if HAS_W:
                 w_row = tl.load(w_ptr + woff, eviction_policy=EVICT_W)
@@ -355,7 +359,10 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
                         mean, m2, cnt = tl.reduce((lm, lq, lc), 1, welford_combine)
                         mean = mean + k0
             r = rcp_rn(sqrt_rn(div_rn(m2, n_f) + eps))
-            if GROUPED:
+            if STATS_OUT:
+                tl.store(y_ptr + rows, mean, mask=row_ok)
+                tl.store(y_ptr + M + rows, div_rn(m2, n_f), mask=row_ok)
+            elif GROUPED:
                 for ci in range(0, CPG):
                     chan = ch0 + ci  # [BLOCK_M, 1]: one affine parameter per row for this channel
                     scale = r[:, None]
@@ -392,9 +399,10 @@ def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps,
                        HAS_B: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
                        HW_CVT: tl.constexpr = False, FMA: tl.constexpr = False, EVEN: tl.constexpr = False,
                        LOOP_STAGES: tl.constexpr = None, EVICT: tl.constexpr = "", SPLIT: tl.constexpr = False,
-                       EVICT_OUT: tl.constexpr = ""):
+                       EVICT_OUT: tl.constexpr = "", GSTATS: tl.constexpr = False, CPG=1):
     """``y = (x - rm[c]) * (w[c] / sqrt(rv[c] + eps)) + b[c]`` over the contiguous ``(M = N*C, S)`` view,
-    channel ``c = row % C``.
+    channel ``c = row % C``. ``GSTATS`` (group_norm's output pass, ``SPLIT_STATS``): the statistics are per
+    (sample, group), ``rm[row // CPG]`` and ``rv[row // CPG]`` (biased variance), the parameters per channel.
 
     Config keys (default off: the plain form above): HW_CVT, the hardware's ``cvt.rn.bf16.f32`` for bfloat16
     results (:func:`~.reduction.out_convert`; the software conversion costs about 8 integer instructions per
@@ -417,8 +425,12 @@ def _batch_norm_kernel(x_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, y_ptr, M, S, C, eps,
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
     c = rows % C
-    mean = convert(tl.load(rm_ptr + c, mask=row_ok), ACC)
-    scale = rcp_rn(sqrt_rn(convert(tl.load(rv_ptr + c, mask=row_ok), ACC) + eps))
+    if GSTATS:
+        sidx = rows // CPG
+    else:
+        sidx = c
+    mean = convert(tl.load(rm_ptr + sidx, mask=row_ok), ACC)
+    scale = rcp_rn(sqrt_rn(convert(tl.load(rv_ptr + sidx, mask=row_ok), ACC) + eps))
     if HAS_W:
         scale = scale * convert(tl.load(w_ptr + c, mask=row_ok), ACC)
     if HAS_B:
@@ -468,6 +480,10 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     key = (x._dtype, rows, n, rms, w is None, b is None, groups, cpg, hw, x._storage.device, config_state(),
            launch_config)
     hit = _ROWS_PLANS.get(key)
+    if hit is not None and hit[2].get("STATS_OUT"):
+        _group_norm_split_stats(x, w, b, y, rows=rows, n=n, eps=eps, groups=groups, cpg=cpg, hw=hw, kw=hit[2],
+                                grid=hit[0], nblk=hit[1])
+        return
     if hit is not None:
         grid, nblk, kw, tail = hit
         if tail is not None:   # CUDA: the launcher keys the planned tail by identity (no keyword hashing)
@@ -479,6 +495,7 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
         return
     cfg = launch_config("norm_rows", x.device, dtypes=(x.dtype,), rows=rows, cols=n)
     one = n <= cfg["BLOCK_N"]
+    split_stats = bool(cfg.pop("SPLIT_STATS", False)) and not one and hw > 1 and not rms
     nblk = cdiv(rows, cfg["BLOCK_M"])
     grid = persistent_grid(nblk, cfg, x.device)
     hoist = bool(cfg.pop("HOIST_PARAMS", False)) or grid < nblk
@@ -502,9 +519,15 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     kw = dict(RMS=rms, HAS_W=w is not None, HAS_B=b is not None, ONE_TILE=one,
               GROUPED=not one and hw > 1, SHARED=one and groups == 1 and hw == 1 and hoist,
               ACC=TL_DTYPES[_acc(x.dtype).name], **meta)
+    if split_stats:
+        kw["STATS_OUT"] = True
     if len(_ROWS_PLANS) >= 1024:
         _ROWS_PLANS.clear()
     _ROWS_PLANS[key] = (grid, nblk, kw, Tail((nblk,), kw) if x._storage.device.type == "cuda" else None)
+    if split_stats:
+        _group_norm_split_stats(x, w, b, y, rows=rows, n=n, eps=eps, groups=groups, cpg=cpg, hw=hw, kw=kw,
+                                grid=grid, nblk=nblk)
+        return
     launch_quiet(_norm_rows_kernel, (grid,), x, w if w is not None else x, b if b is not None else x, y, rows, n,
                  groups, cpg, hw, float(eps), nblk, **kw)
 
@@ -512,13 +535,36 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
 _ROWS_PLANS: dict = {}
 
 
+def _group_norm_split_stats(x: Tensor, w, b, y: Tensor, *, rows: int, n: int, eps: float, groups: int, cpg: int,
+                            hw: int, kw: dict, grid: int, nblk: int) -> None:
+    """group_norm in two launches (config key ``SPLIT_STATS`` of the ``norm_rows`` rule; looped rows of
+    ``n = cpg * hw`` elements, one per (sample, group)): the statistics first, by ``_norm_rows_kernel`` with
+    ``STATS_OUT`` (its looped statistics pass alone: a read-only stream; ``kw``, ``grid``, ``nblk`` its planned
+    launch), into a ``[2, rows]`` workspace (mean, biased variance; float32, float64 for float64 inputs); then
+    the output pass by ``_batch_norm_kernel`` over the ``(rows * cpg, hw)`` view with statistics per ``row //
+    cpg`` (``GSTATS``) and parameters per channel, ``(x - mean) * (w / sqrt(var + eps)) + b``, subtracting first
+    (the one-kernel path's ``x * scale + shift`` rounds at the magnitude of x). The one-kernel path reads each
+    row twice within one program; here each launch streams the tensor in the pattern the H200 moves fastest
+    (reads alone, then read + write)."""
+    st = scratch(new_empty((2, rows), _acc(x.dtype), x.device))
+    launch_quiet(_norm_rows_kernel, (grid,), x, w if w is not None else x, b if b is not None else x, st, rows, n,
+                 groups, cpg, hw, float(eps), nblk, **kw)
+    launch_batch_norm(x, st[0], st[1], w, b, y, channels=groups * cpg, spatial=hw, eps=eps, cpg=cpg)
+
+
 def launch_batch_norm(x: Tensor, rm: Tensor, rv: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *,
-                      channels: int, spatial: int, eps: float) -> None:
+                      channels: int, spatial: int, eps: float, cpg: int = 0) -> None:
     """Run ``_batch_norm_kernel`` on contiguous ``x``/``y`` seen as ``(N * channels, spatial)``; the
     ``batch_norm`` config gives ``BLOCK_M``/``BLOCK_S``/``num_warps`` and optionally ``HW_CVT``, ``FMA``,
-    ``EVEN``, ``LOOP_STAGES``, ``EVICT``, ``SPLIT``, ``EVICT_OUT`` (see the kernel; all off by default)."""
+    ``EVEN``, ``LOOP_STAGES``, ``EVICT``, ``SPLIT``, ``EVICT_OUT`` (see the kernel; all off by default).
+    ``cpg`` > 0: group_norm's output pass (``rm``/``rv`` per (sample, group) of ``cpg`` channels, the kernel's
+    ``GSTATS``)."""
     rows = x.numel() // max(spatial, 1)
     cfg = launch_config("batch_norm", x.device, dtypes=(x.dtype,), rows=rows, cols=spatial)
+    meta_g = {}
+    if cpg:  # (subtract first: x * scale + shift rounds at the magnitude of x, group_norm's offset rows)
+        meta_g = dict(GSTATS=True, CPG=int(cpg))
+        cfg["FMA"] = False
     meta = loop_meta(cfg)
     meta["HW_CVT"] = bool(meta.get("HW_CVT", False)) and not interpreting()
     meta["FMA"] = bool(meta.get("FMA", False))
@@ -528,7 +574,7 @@ def launch_batch_norm(x: Tensor, rm: Tensor, rv: Tensor, w: Tensor | None, b: Te
     grid = cdiv(rows, cfg["BLOCK_M"]) * (cdiv(spatial, cfg["BLOCK_S"]) if meta["SPLIT"] else 1)
     launch_quiet(_batch_norm_kernel, (grid,), x, rm, rv, w if w is not None else rm,
                  b if b is not None else rm, y, rows, spatial, channels, float(eps), HAS_W=w is not None,
-                 HAS_B=b is not None, ACC=TL_DTYPES[_acc(x.dtype).name], **meta)
+                 HAS_B=b is not None, ACC=TL_DTYPES[_acc(x.dtype).name], **meta, **meta_g)
 
 
 # ---------------------------------------------------------------------------------------------------------
