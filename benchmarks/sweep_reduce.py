@@ -124,7 +124,6 @@ VARIANTS = {
          "FINISH_LAST": True},
         {"BLOCK_I": 512, "BLOCK_R": 16, "EVEN": True, "LOOP_STAGES": 0, "UNROLL": 2, "target_programs": 2048,
          "FINISH_LAST": True},
-        {"BLOCK_I": 512, "BLOCK_R": 8, "EVEN": True, "LOOP_STAGES": 0, "UNROLL": 4, "target_programs": 2048},
         # session 6 H200: best sum dim0 81.8 % ({BLOCK_I 256, BLOCK_R 32, 8 warps}), amax dim0 80.4 % (4 warps,
         # BLOCK_R 8, target_per_sm 8). New, first: 2 KiB of each row per program (BLOCK_I 1024, 4 x 16 B per thread and
         # row group) in whole waves; no split at all (BLOCK_I 32 / 64: 256 / 128 programs, no second launch, which
@@ -181,7 +180,6 @@ VARIANTS = {
         {"ARG_FAST": True},
         {"ARG_FAST": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 2, "LOOP_STAGES": 3, "EVEN": False},
         {"ARG_FAST": True, "BLOCK_R": 1024, "num_warps": 4, "UNROLL": 4},
-        {"ARG_FAST": True, "BLOCK_R": 256, "num_warps": 1},
     ],
     # count_nonzero of bf16 along dim -1 (table: the max_state 1 entry, BLOCK_R 1024, 4 warps, LOOP_STAGES 3, UNROLL 2,
     # masked; int64 lane counts: 8.06 loop instructions per element, 39 registers). WORDS counts two elements per int32

@@ -112,6 +112,15 @@ VARIANTS = {
         {"EVEN": True, "programs_per_sm": 2, "LOOP_STAGES": 2, "EVICT": "evict_first"},
     ],
     "norm_rows (group)": [         # table (131072 columns): BLOCK_M 1, BLOCK_N 4096, 8 warps: two reads, 2048 rows
+        # session 7 (table 81.3 %; the persistent L2-reuse variants below 64 %): SPLIT_STATS, two launches: the
+        # statistics pass alone (STATS_OUT: a read-only stream, like sum's 92 %), then the batch_norm kernel's
+        # output pass with statistics per (sample, group) (GSTATS; its rule: SPLIT tiles of 2048, 88 % for
+        # batch_norm), with the statistics pass's tile around the table's
+        {"CHUNK": 8, "SPLIT_STATS": True},
+        {"CHUNK": 8, "SPLIT_STATS": True, "LOOP_STAGES": 3},
+        {"CHUNK": 8, "SPLIT_STATS": True, "BLOCK_N": 8192, "num_warps": 16},
+        {"CHUNK": 8, "SPLIT_STATS": True, "BLOCK_N": 2048, "num_warps": 4},
+        {"CHUNK": 8, "SPLIT_STATS": True, "BLOCK_N": 2048, "num_warps": 4, "LOOP_STAGES": 3},
         # CHUNK 8: statistics per 16-byte chunk (two passes over registers, one Chan update per chunk and tile with
         # a per-tile scalar weight): sm_90 SASS of the statistics loop 20.3 -> 7.3 instructions per element, 9 -> 0
         # BAR.SYNC and 24 -> 0 SHFL per tile, 48 -> 61 registers (still 4 programs of 8 warps per SM)

@@ -26,7 +26,7 @@ def test_variant_table_is_well_formed():
     known = {"BLOCK_M", "BLOCK_R", "BLOCK_I", "BLOCK_N", "num_warps", "LOOP_STAGES", "EVICT", "EVICT2",
              "programs_per_sm", "RCP", "FAST_EXP", "HOIST_PARAMS", "target_programs", "min_chunk", "maxnreg",
              "UNROLL", "EVEN", "INTERLEAVE", "target_per_sm", "WORDS", "VAR_SHIFT", "LSE_EX2", "ARG_FAST",
-             "COUNT32", "ARG_ROW", "ARG_ROW_WARPS", "ARG_ROW_M", "LSE_TILE"}
+             "COUNT32", "ARG_ROW", "ARG_ROW_WARPS", "ARG_ROW_M", "LSE_TILE", "FINISH_LAST"}
     cases = S.build_cases(nbx, smoke=True)
     assert {c.group for c in cases} == set(S.VARIANTS)
     for group, variants in S.VARIANTS.items():

@@ -23,7 +23,7 @@ import sweep_rows as S  # noqa: E402
 
 KNOWN = {"BLOCK_M", "BLOCK_N", "BLOCK_S", "num_warps", "LOOP_STAGES", "EVICT", "EVICT2", "programs_per_sm", "RCP",
          "EVEN", "EXP_OUT", "HOIST_PARAMS", "HW_CVT", "FMA", "LANE_STATS", "CHUNK", "EXP_OUT2", "maxnreg", "SPLIT",
-         "EVICT_OUT"}
+         "EVICT_OUT", "SPLIT_STATS", "WARP_STATS", "PARAMS_ACC", "EVICT_W"}
 
 
 def test_cases_are_the_benchmarks_shapes_and_groups_are_covered():

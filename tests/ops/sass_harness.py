@@ -18,6 +18,8 @@ def compile_sm90_jit(fn, types: dict, constexprs: dict, values: dict | None = No
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     values = values or {}
+    # the kernels' variant keys (parameters with defaults, off) that the caller does not name
+    constexprs = dict({p.name: p.default for p in fn.params if p.has_default and p.name not in types}, **constexprs)
     sig, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in constexprs:
