@@ -59,8 +59,7 @@ from ..shapes import numel
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from .fast_math16 import _rcpz
-from .reduction import (F_VAR, FLOATS, K_WELFORD, cdiv, launch_quiet, launch_reduction, loop_meta, out_convert,
-                        persistent_grid, welford_combine)
+from .reduction import FLOATS, cdiv, launch_quiet, loop_meta, out_convert, persistent_grid, welford_combine
 from .registry import Cost, OpRecord, register
 from .triton_helpers import TL_DTYPES, convert, div_rn, rcp_rn, sqrt_rn
 

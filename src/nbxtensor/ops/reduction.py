@@ -1190,8 +1190,7 @@ def tmp_like_groups(o: Tensor, groups) -> Tensor:
 
 def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Tensor | None, *, kind: int,
                      pre: int = P_NONE, fin: int = F_NONE, p: float = 0.0, corr: float = 0.0,
-                     acc: DType | None = None, loadt: DType | None = None, op: str = "reduce",
-                     shift: bool = False) -> None:
+                     acc: DType | None = None, loadt: DType | None = None, op: str = "reduce") -> None:
     """Run a reduction of ``x`` over ``dims`` into ``y`` (and ``y2``) with the Triton kernels.
 
     Args:
@@ -1203,8 +1202,6 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
         acc, loadt: accumulation dtype and the dtype raw elements are converted to first (default
             :func:`acc_dtype`).
         op: the name used for config lookups and messages.
-        shift: a variance's raw stages keep shifted sums per lane (``VAR_SHIFT``) whatever the config says
-            (group_norm's statistics: offsets such as 40000 + [0, 1, 2, 3] stay exact in the deviations).
     """
     dev = x.device
     nd = x.ndim
@@ -1304,9 +1301,6 @@ def launch_reduction(x: Tensor, dims: tuple[int, ...], y: Tensor | None, y2: Ten
         # to the int64 output; the same integers (int64 adds per element cost a carry and a select each)
         acc = T.int32
         consts["ACC"] = TL_DTYPES[acc.name]
-    if shift:
-        cfg["VAR_SHIFT"] = True
-        cfg.pop("INTERLEAVE", None)  # (VAR_SHIFT needs contiguous chunks)
     split, chunk = split_plan(cfg, base, R, dev)
     ya_, y2a_ = (ya if ya is not None else any_out), (y2a if y2a is not None else any_out)
     if split == 1:
