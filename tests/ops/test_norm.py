@@ -214,6 +214,23 @@ def test_sweep_settings_keep_results(settings, device):
                        what=f"group_norm[{settings}]")
 
 
+def _stability_rows(rng, tile: int, dt, device, *, shift: float, specials: bool = False):
+    """8 rows of one tile: [40000, 40001, 40002, 40003, ...] (layer_norm's cancellation), float16-range squares
+    [300, -300, 100, 0, ...] (rms_norm), a constant row (exactly 0), (``specials``) a NaN and an inf, random rows
+    (``* 3 + shift``); with weight and bias. Returns the host rows in ``dt`` and the device x, weight, bias."""
+    a = (rng.standard_normal((8, tile)) * 3 + shift).astype(np.float32)
+    a[0] = 40000.0 + np.arange(tile) % 4
+    a[1] = np.resize([300.0, -300.0, 100.0, 0.0], tile)
+    a[2] = 7.0
+    if specials:
+        a[3, 1] = np.nan
+        a[4, tile - 1] = np.inf
+    a = a.astype(dt.numpy)
+    w = rng.standard_normal(tile).astype(dt.numpy)
+    b = rng.standard_normal(tile).astype(dt.numpy)
+    return (a, *(nbx.from_numpy(v).to(device) for v in (a, w, b)))
+
+
 @pytest.mark.parametrize("settings", [dict(EVEN=True), dict(EVEN=True, programs_per_sm=1, LOOP_STAGES=2)],
                          ids=["even", "even-persistent"])
 @pytest.mark.parametrize("dtn", ["float16", "float32"])
@@ -225,15 +242,7 @@ def test_even_rows_keep_results(settings, dtn, device):
     from nbxtensor.runtime.configs import override
     tile = H.block(device, "norm_rows", "BLOCK_N")
     dt = T.dtype_from(dtn)
-    rng = np.random.default_rng(21)
-    a = (rng.standard_normal((8, tile)) * 3).astype(np.float32)
-    a[0] = 40000.0 + np.arange(tile) % 4
-    a[1] = np.resize([300.0, -300.0, 100.0, 0.0], tile)
-    a[2] = 7.0  # constant: exactly 0
-    a = a.astype(dt.numpy)
-    w = rng.standard_normal(tile).astype(dt.numpy)
-    b = rng.standard_normal(tile).astype(dt.numpy)
-    x, wt, bt = (nbx.from_numpy(v).to(device) for v in (a, w, b))
+    a, x, wt, bt = _stability_rows(np.random.default_rng(21), tile, dt, device, shift=0.0)
     N._ROWS_PLANS.clear()
     with override("norm_rows", **settings):
         for name, args in (("layer_norm", (wt, bt)), ("rms_norm", (wt,)), ("layer_norm", ())):
@@ -525,17 +534,7 @@ def test_warp_stats_keep_results(settings, dtn, device):
     from nbxtensor.runtime.configs import override
     tile = H.block(device, "norm_rows", "BLOCK_N")
     dt = T.dtype_from(dtn)
-    rng = np.random.default_rng(33)
-    a = (rng.standard_normal((8, tile)) * 3 + 2).astype(np.float32)
-    a[0] = 40000.0 + np.arange(tile) % 4
-    a[1] = np.resize([300.0, -300.0, 100.0, 0.0], tile)
-    a[2] = 7.0
-    a[3, 1] = np.nan
-    a[4, tile - 1] = np.inf
-    a = a.astype(dt.numpy)
-    w = rng.standard_normal(tile).astype(dt.numpy)
-    b = rng.standard_normal(tile).astype(dt.numpy)
-    x, wt, bt = (nbx.from_numpy(v).to(device) for v in (a, w, b))
+    a, x, wt, bt = _stability_rows(np.random.default_rng(33), tile, dt, device, shift=2.0, specials=True)
     N._ROWS_PLANS.clear()
     with override("norm_rows", **settings):
         for name, args in (("layer_norm", (wt, bt)), ("rms_norm", (wt,)), ("layer_norm", ()), ("rms_norm", ())):
@@ -550,7 +549,7 @@ def test_warp_stats_keep_results(settings, dtn, device):
         for sub in (a[1:8, :-1], a[5:8]):  # a masked tail; 3 rows (BLOCK_M 2 does not divide them)
             s = np.ascontiguousarray(sub)
             res = F.layer_norm(nbx.from_numpy(s).to(device), [s.shape[1]], *(t[:s.shape[1]] for t in (wt, bt)))
-            exp = registry.get("layer_norm").oracle(s, [s.shape[1]], w[:s.shape[1]], b[:s.shape[1]])
+            exp = registry.get("layer_norm").oracle(s, [s.shape[1]], H.host(wt)[:s.shape[1]], H.host(bt)[:s.shape[1]])
             H.assert_close(H.host(res), H.expected_as(exp, dt), dt, reduced=tile, what=f"odd {s.shape}[{settings}]")
     if _interpreting() or H.GPU:
         ws = {(kw["EVEN"], kw["WARP_STATS"] > 0) for _, _, kw, _ in N._ROWS_PLANS.values()}

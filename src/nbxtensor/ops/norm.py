@@ -157,6 +157,16 @@ def _chan_pair(ma, qa, na, mb, qb, nb):
 
 
 @jit
+def _shared_affine(y, w_row, b_row, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
+    """``y * w + b`` with the row's parameters loaded once per program (``SHARED``), in ACC."""
+    if HAS_W:
+        y = y * convert(w_row, ACC)
+    if HAS_B:
+        y = y + convert(b_row, ACC)
+    return y
+
+
+@jit
 def _one_tile_warp_stats(x_ptr, y_ptr, w_ptr, b_ptr, rows, N, eps, w_row, b_row, RMS: tl.constexpr,
                          HAS_W: tl.constexpr, HAS_B: tl.constexpr, SHARED: tl.constexpr, ACC: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WS: tl.constexpr, EVICT: tl.constexpr,
@@ -202,10 +212,7 @@ def _one_tile_warp_stats(x_ptr, y_ptr, w_ptr, b_ptr, rows, N, eps, w_row, b_row,
         # (mean and m_g both shifted by k0: only their difference is used)
         y = d * r[:, None, None, None] + c[:, :, None, None]
     if SHARED:
-        if HAS_W:
-            y = y * convert(w_row, ACC)
-        if HAS_B:
-            y = y + convert(b_row, ACC)
+        y = _shared_affine(y, w_row, b_row, HAS_W, HAS_B, ACC)
     else:
         if HAS_W:
             y = y * convert(tl.load(w_ptr + off, eviction_policy=EVICT_W), ACC)
@@ -304,10 +311,7 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
                 r = rcp_rn(sqrt_rn(div_rn(tl.sum(d * d, 1), n_f) + eps))
                 y = d * r[:, None]
             if SHARED:
-                if HAS_W:
-                    y = y * convert(w_row, ACC)
-                if HAS_B:
-                    y = y + convert(b_row, ACC)
+                y = _shared_affine(y, w_row, b_row, HAS_W, HAS_B, ACC)
             else:
                 ch = ch0 + (tl.arange(0, BLOCK_N) // HW)[None, :]  # int32 division: n < BLOCK_N
                 y = _affine(y, ch, msk, w_ptr, b_ptr, HAS_W, HAS_B, ACC, EVICT_W)
