@@ -476,8 +476,9 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     statistics on the looped path, :func:`_chunk_stats`; taken before LANE_STATS), ``maxnreg`` (a register cap:
     more programs resident per SM), ``WARP_STATS`` (default off: one-tile EVEN rows of layer_norm/rms_norm take
     :func:`_one_tile_warp_stats`, one cross-warp exchange per row), ``PARAMS_ACC`` (default off: with a persistent
-    grid, weight and bias converted to the accumulation dtype once per program) and ``EVICT_W`` (default "": the
-    parameter loads' cache policy).
+    grid, weight and bias converted to the accumulation dtype once per program), ``EVICT_W`` (default "": the
+    parameter loads' cache policy) and ``SPLIT_STATS`` (default off: group_norm's looped rows in two launches,
+    :func:`_group_norm_split_stats`).
 
     Grid and keywords are planned once per (dtype, rows, n, flags, device, config state)."""
     key = (x._dtype, rows, n, rms, w is None, b is None, groups, cpg, hw, x._storage.device, config_state(),
