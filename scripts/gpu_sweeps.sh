@@ -9,7 +9,9 @@ mkdir -p "$OUT"
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 NAMES=("$@")
 if [ ${#NAMES[@]} -eq 0 ]; then
-  for f in benchmarks/sweep_*.py; do n=$(basename "$f" .py); NAMES+=("${n#sweep_}"); done
+  for f in benchmarks/sweep_*.py; do
+    n=$(basename "$f" .py); [ "$n" = sweep_common ] || NAMES+=("${n#sweep_}")  # (sweep_common: their helpers)
+  done
 fi
 for n in "${NAMES[@]}"; do
   f=benchmarks/sweep_$n.py
