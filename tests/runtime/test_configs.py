@@ -39,6 +39,14 @@ def test_override_restores_after_an_error():
     assert configs._OVERRIDES == {}
 
 
+def test_override_refuses_an_op_no_table_has():
+    # (a newcomer's run: override("softmax", ...) ran with no effect; the table's entry is "softmax_rows")
+    with pytest.raises(KeyError, match="op 'softmax' is not an entry of any config table.*softmax_rows"):
+        with override("softmax", BLOCK_N=64):
+            pass
+    assert configs._OVERRIDES == {}
+
+
 def test_override_needs_a_setting():
     with pytest.raises(TypeError, match="at least one setting"):
         with override("gemv"):

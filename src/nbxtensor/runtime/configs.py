@@ -71,6 +71,16 @@ def _table(arch: str) -> dict:
         return json.load(f)
 
 
+@lru_cache(maxsize=None)
+def _table_ops() -> frozenset:
+    """The op names that have rules in some table of CONFIG_DIR."""
+    ops = set()
+    for name in os.listdir(CONFIG_DIR):
+        if name.endswith(".json"):
+            ops.update(_table(name[:-5]))
+    return frozenset(ops)
+
+
 def _match(rule: dict, key: LaunchKey) -> bool:
     facts = dict(key.shape)
     for name, bound in rule.items():
@@ -158,9 +168,13 @@ def override(op: str, **settings):
 
     Raises:
         TypeError: ``settings`` is empty.
+        KeyError: ``op`` is not an entry of any table (``launch_config`` would never read the settings).
     """
     global _GEN
     check(bool(settings), lambda: f"override: give at least one setting for op '{op}'", TypeError)
+    known = _table_ops()
+    check(op in known, lambda: f"override: op '{op}' is not an entry of any config table (runtime/configs/*.json); "
+          f"known: {', '.join(sorted(known))}", KeyError)
     before = _OVERRIDES.get(op)
     _OVERRIDES[op] = {**(before or {}), **settings}
     _GEN += 1
