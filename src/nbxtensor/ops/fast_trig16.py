@@ -416,9 +416,9 @@ def _trig_reduce_pi(x, COS: tl.constexpr):
     is :func:`_trig_reduce`'s by pi/2 with the multiples 2k or 2k + 1 (the three FMAs compute the same values: the
     pi pieces are the pi/2 pieces doubled), k = rint(x / pi) (sin) or floor(|x| / pi) (cos)."""
     if COS:
-        # cos is even: |x|, t = 2**23 + floor(|x| / pi) by fma.rm (|x| / pi < 2**22 below the bound: the sum keeps ulp 1), h = t - (2**23 - 1/2) = floor(|x| / pi) + 1/2 exactly
-        # 2**22 below the bound: the sum keeps ulp 1), h = t - (2**23 - 1/2) = floor(|x| / pi) + 1/2 exactly; |x|
-        # is the one operand of all (the asm's too: one unpacking of the bf16 input, not two)
+        # cos is even: |x|, t = 2**23 + floor(|x| / pi) by fma.rm (|x| / pi < 2**22 below the bound: the sum keeps
+        # ulp 1), h = t - (2**23 - 1/2) = floor(|x| / pi) + 1/2 exactly; |x| is the one operand of all (the asm's
+        # too: one unpacking of the bf16 input, not two)
         a = tl.abs(x)
         if _HW:
             t = tl.inline_asm_elementwise("fma.rm.f32 $0, $1, 0f3EA2F983, 0f4B000000;", "=f,f", [a],
