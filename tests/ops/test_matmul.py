@@ -536,7 +536,8 @@ def test_split_k_rule():
 def test_linear_plans(monkeypatch, device):
     """A repeated linear (same shapes, strides, dtypes, devices, options) runs its recorded plan: no general path,
     the current data of the current tensors (new values, views at other offsets), bias, activation, residual,
-    split-K; out= and config overrides take the general path; two operands at one address make no plan."""
+    split-K; out= has plans of its own; a config override gets a plan of its own settings (and the table's plan
+    serves again after it); two operands at one address make no plan."""
     from nbxtensor.runtime.configs import override
     MM.clear_plans()
     K, N = 300, 5   # few row tiles: split-K under the interpreter's table
@@ -563,11 +564,20 @@ def test_linear_plans(monkeypatch, device):
     monkeypatch.setattr(MM, "launch", lambda k, g, *a, **m: (calls.append(m), real(k, g, *a, **m)))
     with override("gemv", BLOCK_N=2, num_warps=2):
         assert_close(MM.linear(X, Wt, B, activation="relu", residual=R), want, dt, K + 2, "override")
-    assert calls[-1]["BLOCK_N"] == 2    # the override's setting, not the plan's
+        assert calls[-1]["BLOCK_N"] == 2    # the override's setting, not the table's plan
+        assert len(MM._LINEAR_PLANS) == 2   # recorded under the override's config state
+        monkeypatch.setattr(MM, "_linear", lambda *a, **k: pytest.fail("the general path ran under the override"))
+        assert_close(MM.linear(X, Wt, B, activation="relu", residual=R), want, dt, K + 2, "override, planned")
+        monkeypatch.setattr(MM, "_linear", general)
+    plans = len(MM._LINEAR_PLANS)
+    calls.clear()
+    assert_close(MM.linear(X, Wt, B, activation="relu", residual=R), want, dt, K + 2, "after the override")
+    assert len(MM._LINEAR_PLANS) == plans + 1   # the table's setting planned anew: the state token moved on
+    assert calls and calls[-1]["BLOCK_N"] != 2
     out = nbx.empty(1, N, device=device)
     assert MM.linear(X, Wt, B, activation="relu", residual=R, out=out) is out
     assert_close(out, want, dt, K + 2, "out=")
-    assert len(MM._LINEAR_PLANS) == 2    # out= has plans of its own (its signature in the key)
+    assert len(MM._LINEAR_PLANS) == plans + 2    # out= has plans of its own (its signature in the key)
     out2 = nbx.empty(1, N, device=device)
     monkeypatch.setattr(MM, "_linear", lambda *a, **k: pytest.fail("the general path ran for a planned out= call"))
     assert MM.linear(X, Wt, B, activation="relu", residual=R, out=out2) is out2

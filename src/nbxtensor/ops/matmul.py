@@ -76,7 +76,8 @@ from .._errors import check, fail
 from ..dtypes import table as T
 from ..dtypes.casting import cast_array
 from ..dtypes.table import DType
-from ..runtime.configs import _OVERRIDES, launch_config
+from ..runtime import configs as _configs
+from ..runtime.configs import launch_config
 from ..runtime.launcher import LaunchPlan, Recording, interpreting, launch, make_launch_plan, scratch, unrecorded
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..shapes import broadcast_shapes, compute_view_strides, numel, storage_span
@@ -552,8 +553,10 @@ def _launch_mm(a: Tensor, b: Tensor, out: Tensor, c, r, alpha, beta, act) -> Non
 # arguments) become slots; every other argument is a constant. The next call with the same signature (shapes,
 # strides, dtypes, devices of every tensor, the options, the float32 precision flag) allocates the output (or
 # takes the caller's out=), fills the slots and launches. Plans are made only when the general path did exactly
-# one launch of a Triton kernel, on a CUDA device or under the interpreter tier, and never while a config override
-# (``runtime.configs.override``) is in force (sweeps see the table they set). :func:`clear_plans` forgets them.
+# one launch of a Triton kernel, on a CUDA device or under the interpreter tier. The keys hold the config state
+# (``runtime.configs.state()``): a call under an override (``runtime.configs.override``) gets a plan of that
+# override's settings, never one recorded under another setting, so a sweep times the kernels, not the host path.
+# :func:`clear_plans` forgets them.
 
 _NO_PLAN = object()
 _PLAN_LIMIT = 4096
@@ -624,12 +627,13 @@ def clear_plans() -> None:
 def _via_plan(cache: dict, key, tensors: tuple, general):
     """``general()`` (the general path of a call whose tensors are ``tensors``, first one on the launch device),
     through the plan cached under ``key`` when there is one (and recording one on the first call)."""
+    key = (key, _configs.state())  # an override gets plans of its own, never another setting's
     plan = cache.get(key)
     if plan is None:
         d = tensors[0]._storage.device
-        if (d.type == "cuda" or INTERPRET) and not _OVERRIDES:
+        if d.type == "cuda" or INTERPRET:
             return record_plan(cache, key, general, tensors)
-    elif plan is not _NO_PLAN and not _OVERRIDES:
+    elif plan is not _NO_PLAN:
         return plan(*tensors)
     return general()
 
@@ -1206,12 +1210,12 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, activation
         key = (input._shape, input._stride, input._dtype, d.type, d.index, weight._shape, weight._stride,
                weight._dtype, e.type, e.index, None if bias is None else _tensor_sig(bias),
                None if residual is None else _tensor_sig(residual), activation, _MM_FLAGS["precision"],
-               None if out is None else _tensor_sig(out))
+               None if out is None else _tensor_sig(out), _configs.state())
         plan = _LINEAR_PLANS.get(key)
     except (AttributeError, TypeError):  # not tensors, an unhashable activation: the checks below say so
         plan = _NO_PLAN
     if plan is None:
-        if (d.type == "cuda" or INTERPRET) and not _OVERRIDES:
+        if d.type == "cuda" or INTERPRET:
             if out is None:
                 return record_plan(_LINEAR_PLANS, key, lambda: _linear(input, weight, bias, activation, residual),
                                    (input, weight, bias, residual))
@@ -1219,7 +1223,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, activation
                                                                    out=out),
                                (input, weight, bias, residual, out), out_given=apart(out, input, weight, bias,
                                                                                      residual))
-    elif plan is not _NO_PLAN and not _OVERRIDES:
+    elif plan is not _NO_PLAN:
         if out is None:
             return plan(input, weight, bias, residual)
         if apart(out, input, weight, bias, residual):

@@ -77,7 +77,8 @@ from ..ops.matmul import (_NO_PLAN, _PLAN_CACHES, ACTIVATIONS, _ACT_CODE, _cvt, 
                           _np_activation, _split_k_finish, _tensor_sig, _wide, apart, record_plan, split_k)
 from ..ops.registry import Cost, OpRecord, register
 from ..ops.triton_helpers import TL_DTYPES, convert
-from ..runtime.configs import _OVERRIDES, launch_config
+from ..runtime import configs as _configs
+from ..runtime.configs import launch_config
 from ..runtime.launcher import interpreting
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
@@ -792,17 +793,17 @@ def int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | N
     try:
         d = input._storage.device
         key = (_tensor_sig(input), _tensor_sig(qweight), _tensor_sig(scales), _tensor_sig(mins), _tensor_sig(bias),
-               _tensor_sig(residual), group_size, activation, _tensor_sig(out))
+               _tensor_sig(residual), group_size, activation, _tensor_sig(out), _configs.state())
         plan = _INT4_PLANS.get(key)
     except (AttributeError, TypeError):  # not tensors, unhashable options: the checks below say so
         plan = _NO_PLAN
     if plan is None:
-        if (d.type == "cuda" or INTERPRET) and not _OVERRIDES:
+        if d.type == "cuda" or INTERPRET:
             ts = (input, qweight, scales, mins, bias, residual)
             return record_plan(_INT4_PLANS, key, lambda: _int4_linear(
                 input, qweight, scales, mins, bias, group_size=group_size, activation=activation, residual=residual,
                 out=out), ts if out is None else ts + (out,), out_given=out is not None and apart(out, *ts))
-    elif plan is not _NO_PLAN and not _OVERRIDES:
+    elif plan is not _NO_PLAN:
         if out is None:
             return plan(input, qweight, scales, mins, bias, residual)
         if apart(out, input, qweight, scales, mins, bias, residual):
