@@ -714,3 +714,24 @@ def test_the_whole_matrix_runs_on_the_host(tmp_path):
     assert not bad, bad
     assert all(r["cost_source"] == "declared" for r in rows), \
         [r["op"] for r in rows if r["cost_source"] != "declared"]
+
+
+def test_read_ceiling_interpolates_and_annotates_rows():
+    """The read-ceiling rows give, per size, the better of ours and the peer's rate, interpolated in log bytes and
+    held past the ends; rows below the bandwidth target name the ceiling at their size."""
+    ceil = [_row("sum", 1.0, label="read-ceiling", bytes=1 << 23, pct_peak_bw=25.0, peer_pct_peak_bw=14.0),
+            _row("sum", 1.0, label="read-ceiling", bytes=1 << 27, pct_peak_bw=70.0, peer_pct_peak_bw=77.0)]
+    f = H.read_ceiling(ceil)
+    assert f(1 << 20) == 25.0 and f(1 << 30) == 77.0                   # held past the ends
+    assert f(1 << 25) == pytest.approx(25.0 + 0.5 * (77.0 - 25.0))     # half way in log(bytes)
+    assert H.read_ceiling([_row("sum", 1.0)]) is None                  # no ceiling rows: none
+    gemv = _row("linear", 1.1, bytes=1 << 25, pct_peak_bw=45.5)
+    md = H.summarize(ceil + [gemv])
+    line = next(x for x in md.splitlines() if x.startswith("- linear"))
+    assert "read ceiling at this size 51.0 %, the row at 89 % of it" in line
+    assert all("read ceiling at this size" not in x for x in md.splitlines() if x.startswith("- sum"))
+    assert "read ceiling at this size" not in H.summarize([gemv])
+    tiny = _row("neg", 0.9, bytes=4, pct_peak_bw=0.0)                    # far below the measured sizes
+    dense = _row("sdpa", 0.7, bytes=1 << 25, flops=1 << 36, pct_peak_bw=4.0)   # compute-bound
+    md = H.summarize(ceil + [tiny, dense])
+    assert all("read ceiling at this size" not in x for x in md.splitlines() if x.startswith(("- neg", "- sdpa")))
