@@ -414,7 +414,7 @@ def main(argv=None) -> int:
         nbx.cuda.synchronize()
     rules = {}
     for op, dt, kw in (("gemv", nbx.bfloat16, dict(m=1, n=4096, k=4096)), ("int4_gemv", nbx.bfloat16,
-                                                                           dict(rows=4096, group=G))):
+                                                                           dict(rows=4096, group=G, cols=4096))):
         try:
             rules[op] = launch_config(op, nbx.device(dev), dtypes=(dt,), **kw)
         except Exception as e:  # noqa: BLE001

@@ -290,6 +290,50 @@ def test_kernels_compile_for_sm90(monkeypatch, G, act, sc, has_min):
         _compile_sm90(kernel, args, meta)
 
 
+@pytest.mark.skipif(os.environ.get("NBX_TRITON_INTERPRET") != "1", reason="records the launches of the Triton path")
+def test_sm90_table_word_decode_rule(monkeypatch):
+    """The sm90 table sends bfloat16 activations with group 32 and rows of K > 2048 codes to the word-decode kernel
+    with the H200 sweep's setting (BLOCK_N 4, BLOCK_K 4096; sweep_gemv int4 phase: 5-9 % faster than the table
+    kernel on all four Llama-3-8B shapes), and everything else (short rows, float16, groups 64/128) to the table
+    kernel; the recorded launches compile for sm_90 where the AOT toolchain is present."""
+    from nbxtensor.quant import int4 as Q
+
+    def launches(K, G, act):
+        lin = QuantLinear.quantize(rng.standard_normal((8, K)), G, scale_dtype=T.float16, cache=False)
+        return _sm90_launches(monkeypatch, lambda: lin(nbx.zeros(1, K, dtype=act)))
+
+    word = launches(4096, 32, T.bfloat16)
+    assert len(word) == 1 and word[0][0] is Q._int4_gemv_w_kernel
+    assert word[0][3]["BLOCK_N"] == 4 and word[0][3]["NGC"] == 4096 // 32
+    for K, G, act in ((2048, 32, T.bfloat16), (4096, 32, T.float16), (4096, 64, T.bfloat16),
+                      (14336, 128, T.bfloat16)):
+        got = launches(K, G, act)
+        assert len(got) == 1 and got[0][0] is Q._int4_gemv_kernel, (K, G, act)
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ops"))
+    import reduce_harness as H
+    if H.aot_skip_reason() is None:
+        monkeypatch.setattr(Q, "interpreting", lambda: False)   # the GPU's decode: inline PTX
+        gpu = launches(4096, 32, T.bfloat16)
+        assert gpu[0][3]["WASM"]
+        _compile_sm90(gpu[0][0], gpu[0][2], gpu[0][3])
+
+
+@pytest.mark.skipif(os.environ.get("NBX_TRITON_INTERPRET") == "1", reason="long rows: the cpu and GPU tiers")
+@pytest.mark.parametrize("M", [1, 3])
+def test_int4_linear_long_rows_bf16(device, M):
+    """bfloat16 x, group 32, K = 4096 (a Llama-3-8B row): on an H200 the word-decode rule of the sm90 table, with
+    a last step of fewer groups (K = 4096 + 1024) too; against the float64 oracle."""
+    G, N = 32, 40
+    for K in (4096, 5120):
+        lin = _lin(N, K, G, False, T.float16, device)
+        x = nbx.tensor(rng.standard_normal((M, K)), dtype=nbx.bfloat16, device=device)
+        xin = x.cpu().float().numpy().astype(np.float64)
+        ref = int4_linear_oracle(xin, lin.qweight, lin.scales, lin.mins, None, G)
+        W = dequantize_oracle(lin.qweight, lin.scales, lin.mins, G)
+        _check_linear(lin(x).cpu().float().numpy(), ref, xin, W, T.bfloat16, K)
+
+
 @pytest.mark.parametrize("act", [None, "silu", "gelu"])
 def test_epilogue_activation_and_residual(device, act):
     """``act(x W^T + b) + residual`` in the kernel's epilogue, GEMV and prefill paths; the residual may be the

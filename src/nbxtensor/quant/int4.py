@@ -578,7 +578,7 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
                      out: Tensor, group_size: int, activation=None, residual: Tensor | None = None) -> None:
     """``out [M, N] = act(x [M, K] @ W.T + bias) + residual`` with the GEMV kernel (checked arguments).
 
-    Settings from the ``int4_gemv`` table (shape facts ``rows`` = N and ``group`` = G): ``BLOCK_N`` (rows per
+    Settings from the ``int4_gemv`` table (shape facts ``rows`` = N, ``group`` = G, ``cols`` = K): ``BLOCK_N`` (rows per
     program), ``BLOCK_K`` (codes per row per step: a multiple of G; ``BLOCK_K / 2`` bytes), ``FAST_Q`` (16-bit
     activations: decode codes as ``1 + q/16`` floats, see ``_nibbles``; default on), ``DECODE_ASM`` (that decode in
     inline PTX; GPU only), ``WORD_DECODE`` (group 32, 16-bit x with unit stride: the word-decode
@@ -595,7 +595,7 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
     dev = x.device
     G = group_size
     NG = K // G
-    cfg = launch_config("int4_gemv", dev, dtypes=(x.dtype,), rows=N, group=G)
+    cfg = launch_config("int4_gemv", dev, dtypes=(x.dtype,), rows=N, group=G, cols=K)
     if tc_eligible(x, cfg):   # the tensor-core kernel (quant/int4_tc.py)
         launch_int4_gemv_tc(x, qweight, scales, mins, bias, out, G, cfg, activation, residual)
         return
@@ -709,7 +709,8 @@ def _linear_cpu(x: Tensor, qweight: Tensor, scales: Tensor, mins, bias, out: Ten
 
 def _linear_triton(x: Tensor, qweight: Tensor, scales: Tensor, mins, bias, out: Tensor, group_size: int,
                    activation=None, residual=None) -> None:
-    cfg = launch_config("int4_gemv", x.device, dtypes=(x.dtype,), rows=qweight.shape[0])
+    cfg = launch_config("int4_gemv", x.device, dtypes=(x.dtype,), rows=qweight.shape[0], group=group_size,
+                        cols=x.shape[1])
     if x.shape[0] <= cfg["MAX_M"]:
         launch_int4_gemv(x, qweight, scales, mins, bias, out, group_size, activation, residual)
         return
