@@ -161,6 +161,17 @@ GEMV_SPLIT = [
 #   before the first FFMA of the loop), 71 registers at BLOCK_N 4 (maxnreg 64: 10.2); kept for the record.
 INT4_KERNEL = [
     _v("table"),
+    # session 8: around the sm90 rule (w n4 k4096 w4, 127 registers, 4 CTAs per SM): fewer rows per thread, more
+    # warps along K, register caps for more resident CTAs, the weight's L2 policy
+    _v("w n2 k4096 w4", WORD_DECODE=True, BLOCK_N=2, BLOCK_K=4096, num_warps=4),
+    _v("w n4 k4096 w8", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=4096, num_warps=8),
+    _v("w n2 k4096 w8", WORD_DECODE=True, BLOCK_N=2, BLOCK_K=4096, num_warps=8),
+    _v("w n4 k4096 w4 r96", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=4096, num_warps=4, maxnreg=96),
+    _v("w n4 k4096 w4 ef", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=4096, num_warps=4, EVICT_W="evict_first"),
+    _v("w n4 k8192 w8", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=8192, num_warps=8),
+    _v("w n8 k4096 w8", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=4096, num_warps=8),
+    _v("w n2 k8192 w8", WORD_DECODE=True, BLOCK_N=2, BLOCK_K=8192, num_warps=8),
+    _v("w n4 k4096 w4 P6", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=4096, num_warps=4, programs_per_sm=6),
     _v("w n4 k2048 w4 st3", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3),
     _v("w n8 k2048 w4 st3 r64", WORD_DECODE=True, BLOCK_N=8, BLOCK_K=2048, num_warps=4, LOOP_STAGES=3, maxnreg=64),
     _v("w n4 k4096 w4 st3 r80", WORD_DECODE=True, BLOCK_N=4, BLOCK_K=4096, num_warps=4, LOOP_STAGES=3, maxnreg=80),
