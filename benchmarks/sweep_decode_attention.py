@@ -172,6 +172,12 @@ KERNEL_VARIANTS = [
 # kernel (96 regs x 128 threads, 37 KB shared) fits 5 programs per SM; batch 1 (4 kv heads) gets 128 splits of 256
 # keys (512 programs, one partial wave): the "b1" rows give it more, shorter splits.
 SPLIT_VARIANTS = [
+    # session 8: chunks below 128 keys (never swept: every earlier split variant had min_chunk >= 128, so batch 1
+    # at 4k ran 32 splits x 4 kv heads = 128 programs, one per SM at 6 % achieved occupancy, ncu)
+    _v("b1 waves 4/SM s256 c64", split_rule="waves", target_programs=528, min_chunk=64, max_splits=256),
+    _v("b1 waves 8/SM s512 c32", split_rule="waves", target_programs=1056, min_chunk=32, max_splits=512),
+    _v("b1 target 1056 s256 c64", split_rule="target", target_programs=1056, min_chunk=64, max_splits=256),
+    _v("b1 target 2112 s512 c32", split_rule="target", target_programs=2112, min_chunk=32, max_splits=512),
     _v("b1 waves 5/SM s256 c128", split_rule="waves", target_programs=660, min_chunk=128, max_splits=256),
     _v("b1 target 2640 s256 c128", split_rule="target", target_programs=2640, min_chunk=128, max_splits=256),
     _v("waves 3/SM", split_rule="waves", target_programs=396, min_chunk=128),
