@@ -5,7 +5,8 @@
 #   3. parity suite against PyTorch on CPU (torch pinned to 2.13.0, installed only now)
 # Exits non-zero on the first failing tier. Usage: bash scripts/test.sh
 # Each tier runs its tests in parallel worker processes (pytest-xdist): NBX_TEST_WORKERS=N sets how many
-# (default: the CPUs this process may use, at most 8; 0 or 1 runs them in the pytest process itself).
+# (default: the CPUs this process may use, at most 8; 0 or 1 runs them in the pytest process itself; `auto` is
+# pytest-xdist's own choice).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -21,7 +22,7 @@ fi
 "$VENV/bin/python" -m pip uninstall -q -y torch 2>/dev/null || true
 export NBX_REQUIRE_WEIGHTS=1   # the README test fails (not skips) when the weight packages are missing
 WORKERS=${NBX_TEST_WORKERS:-$("$VENV/bin/python" -c "import os; print(min(len(os.sched_getaffinity(0)), 8))" 2>/dev/null || echo 2)}
-if [ "$WORKERS" -gt 1 ]; then XDIST=(-n "$WORKERS"); else XDIST=(-n 0); fi
+case "$WORKERS" in 0|1) XDIST=(-n 0) ;; *) XDIST=(-n "$WORKERS") ;; esac   # N, or xdist's own auto/logical
 
 echo "== tier 1: core suite (no torch in the environment) =="
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${XDIST[@]}" -m "not parity" tests
