@@ -216,9 +216,17 @@ def test_layouts(device):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the interpreter's NumPy on inf - inf
-def test_special_values(device):
+@pytest.mark.parametrize("plain_max", [False, True])
+def test_special_values(device, plain_max):
     """NaN in a query row makes that row NaN and no other; +inf in an additive mask makes its row NaN (PyTorch);
-    -inf everywhere gives 0."""
+    -inf everywhere gives 0. ``PLAIN_MAX`` (the table key: ``tl.max`` for the running maximum, no NaN-propagating
+    max) keeps all three: a NaN score reaches the row's sums through its exp2."""
+    from nbxtensor.runtime.configs import override
+    with override("sdpa_fwd", PLAIN_MAX=plain_max):
+        _special_values(device)
+
+
+def _special_values(device):
     dt = T.float32
     rng = np.random.default_rng(9)
     q, k, v = draw(rng, (1, 1, 5, 32), dt), draw(rng, (1, 1, 7, 32), dt), draw(rng, (1, 1, 7, 32), dt)

@@ -237,7 +237,8 @@ def _load_k(k_base, k_desc, start_n, n64, n_ok, d_ok, skn, BOUNDS: tl.constexpr,
 def _fold_tile(acc, l_i, m_i, qk, start_n, v_base, v_desc, mask_base, offs_m, offs_n, dv_ok, m_ok, svn, smn, S,
                qk_scale, causal_off, BOUNDS: tl.constexpr, DIAG: tl.constexpr, MASK_KIND: tl.constexpr,
                EXP2: tl.constexpr, FOLD: tl.constexpr, FTZ: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
-               IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr):
+               IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr,
+               PLAIN_MAX: tl.constexpr = False):
     """Fold one tile of scores ``qk = Q K^T`` (unscaled) of keys ``start_n + offs_n`` into ``(acc, l_i, m_i)``:
     masks, the online softmax, ``P V``. See :func:`_attn_inner`."""
     n = start_n + offs_n
@@ -266,7 +267,12 @@ def _fold_tile(acc, l_i, m_i, qk, start_n, v_base, v_desc, mask_base, offs_m, of
         qk = tl.where(vis, qk, float("-inf"))
     elif DIAG:
         qk = tl.where(n[None, :] <= offs_m[:, None] + causal_off, qk, float("-inf"))
-    if FOLD:
+    if PLAIN_MAX:  # tl.max / tl.maximum (a NaN score still reaches l and acc through its exp2)
+        if FOLD:
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        else:
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+    elif FOLD:
         m_new = maximum_fast(m_i, nan_max_fast(qk, 1) * qk_scale)
     else:
         m_new = maximum_fast(m_i, nan_max_fast(qk, 1))
@@ -311,7 +317,8 @@ def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo,
                 BOUNDS: tl.constexpr, DIAG: tl.constexpr, MASK_KIND: tl.constexpr, EXP2: tl.constexpr,
                 FOLD: tl.constexpr, FTZ: tl.constexpr, WARP_SPEC: tl.constexpr,
                 BLOCK_N: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
-                IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr):
+                IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr,
+                PLAIN_MAX: tl.constexpr = False):
     """Fold key tiles ``[lo, hi)`` into ``(acc, l_i, m_i)``.
 
     ``k_base``: pointers ``[BLOCK_D, 1]`` to key row 0 (head-dim offsets); ``v_base``: ``[1, BLOCK_DV]``;
@@ -336,7 +343,7 @@ def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo,
         qk = tl.dot(q, _operand(k, UPCAST), input_precision=PREC, out_dtype=ACC)
         acc, l_i, m_i = _fold_tile(acc, l_i, m_i, qk, start_n, v_base, v_desc, mask_base, offs_m, offs_n, dv_ok, m_ok,
                                    svn, smn, S, qk_scale, causal_off, BOUNDS, DIAG, MASK_KIND, EXP2, FOLD, FTZ, EVEN_DV,
-                                   UPCAST, IN_DT, PREC, ACC, TMA)
+                                   UPCAST, IN_DT, PREC, ACC, TMA, PLAIN_MAX)
     return acc, l_i, m_i
 
 
@@ -349,7 +356,8 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
                      FTZ: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                      BLOCK_DV: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
                      IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr,
-                     WARP_SPEC: tl.constexpr = False, EVEN_S: tl.constexpr = False):
+                     WARP_SPEC: tl.constexpr = False, EVEN_S: tl.constexpr = False,
+                     PLAIN_MAX: tl.constexpr = False):
     """Attention forward for one tile of BLOCK_M query rows of one (batch, head): see the module docstring."""
     num_m = tl.cdiv(L, BLOCK_M)
     if CAUSAL:
@@ -416,16 +424,16 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, hi, offs_m,
                                     offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, not EVEN_S,
                                     CAUSAL, MASK_KIND, EXP2, FOLD, FTZ, True, BLOCK_N, EVEN_D, EVEN_DV, UPCAST,
-                                    IN_DT, PREC, ACC, TMA)
+                                    IN_DT, PREC, ACC, TMA, PLAIN_MAX)
     else:
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, full, offs_m,
                                     offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, False, False,
                                     MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT,
-                                    PREC, ACC, TMA)
+                                    PREC, ACC, TMA, PLAIN_MAX)
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, full, hi, offs_m,
                                     offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, True, CAUSAL,
                                     MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT,
-                                    PREC, ACC, TMA)
+                                    PREC, ACC, TMA, PLAIN_MAX)
     # a row that saw no key has l = 0 and acc = 0: written as 0 (PyTorch >= 2.5), never 0/0. One IEEE reciprocal
     # per row, then a product per element (FlashAttention's epilogue): within 1.5 ulp of acc / l.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
@@ -492,7 +500,9 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
 
     Table keys besides the tiles: ``"TMA"``, ``"WARP_SPEC"``/``"ws_warps"``/``"ws_stages"``, and two switches that
     default to on, ``"FAST_EXP"`` (:func:`_exp2`'s single ``ex2.approx.ftz``) and ``"FOLD_SCALE"`` (the scale
-    in the exponent's FFMA), there so a sweep can measure what each is worth. Rules may bound the shape facts
+    in the exponent's FFMA), there so a sweep can measure what each is worth; ``"PLAIN_MAX"`` (default off) takes
+    the running maximum with ``tl.max``/``tl.maximum`` instead of the NaN-propagating ones (a NaN score still makes
+    its row NaN through its exp2), for the diagnosis of the warp-specialized variant. Rules may bound the shape facts
     ``head_dim`` (padded), ``q_len`` and ``causal`` (1 without the causal mask, 2 with it)."""
     Z, H, L, E = q.shape
     S, EV = k.shape[2], v.shape[3]
@@ -505,6 +515,7 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     table_ws = bool(cfg.pop("WARP_SPEC", False))
     table_ftz = bool(cfg.pop("FAST_EXP", True))
     table_fold = bool(cfg.pop("FOLD_SCALE", True))
+    plain_max = bool(cfg.pop("PLAIN_MAX", False))
     use_tma = (table_tma if tma is None else bool(tma)) and tma_ok(k, v)
     # a failure is remembered per kernel variant and settings, so one bad setting never disables the others
     key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index, tuple(sorted(cfg.items())))
@@ -527,8 +538,8 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
         n = min(_MAX_GRID_Y, Z * H - zh0)
         args = (q, k, v, mk, out, *q.stride(), *k.stride(), *v.stride(), *ms, *out.stride(), H, L, S, E, EV, group_k,
                 group_v, zh0, float(qk_scale), int(causal_off))
-        meta = dict(CAUSAL=bool(causal), MASK_KIND=mask_kind, EXP2=exp2, FOLD=fold, FTZ=ftz, BLOCK_D=bd,
-                    BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **kernel_dtypes(dt))
+        meta = dict(CAUSAL=bool(causal), MASK_KIND=mask_kind, EXP2=exp2, FOLD=fold, FTZ=ftz, PLAIN_MAX=plain_max,
+                    BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **kernel_dtypes(dt))
         if use_ws:
             try:
                 launch(_attn_fwd_kernel, (num_m, n), *args, TMA=True, **meta, **_ws_meta(cfg, S))
