@@ -1,0 +1,181 @@
+"""Probe: which feature of nbxtensor's attention kernel makes Triton 3.6's Hopper warp specialization compute wrong
+rows (H200).
+
+Session 8 (sweep_attention.py --ws-on-gpu): the warp-specialized variant of ``ops.attention._attn_fwd_kernel``
+with 128-row query tiles runs 552-575 TFLOP/s against the plain kernel's 477-492 (bf16, head dim 128, 4k and 16k
+keys) but computes wrong rows (NaN excess against the plain kernel); with 64-row tiles it is right and slow
+(239-283 TFLOP/s). Neither the inline-PTX exp2 (``FAST_EXP``), the folded scale (``FOLD_SCALE``) nor the
+NaN-propagating maximum (``PLAIN_MAX``) is the cause. Triton splits a 128-row tile between two consumer warp
+groups (data partitioning), so the suspects are what the kernel does per row around the loop.
+
+This probe is a minimal FlashAttention forward (non-causal, no mask, contiguous ``[Z, H, L, D]`` bf16, every
+load and the store through tensor descriptors, the loop body inline: the form of Triton's fused-attention
+tutorial) with one switch per feature the library's kernel adds:
+
+- ``GUARD``: the shift ``where(m == -inf, 0, m)`` (a row with no visible key so far);
+- ``SAFE_EPI``: the epilogue ``acc * rcp_rn(where(l == 0, 1, l))`` instead of ``acc / l``;
+- ``PTR_STORE``: the output stored through pointers instead of a descriptor;
+- ``HELPER``: the loop body in a separate ``@jit`` function (as ``_attn_inner``/``_fold_tile``);
+- ``L_ZERO``: ``l`` starts at 0 (the library) instead of 1 (the tutorial; the first rescale multiplies it by 0).
+
+Each variant runs with ``warp_specialize`` on and off; its output is compared with the float64 oracle on the
+rows of two (batch, head) pairs, and the first wrong row (mod 128) is printed: a wrong second half (64-127) is
+the data-partitioning symptom. Then TFLOP/s with CUDA events and an L2 flush (benchmarks/harness.py).
+
+    PYTHONPATH=src python3 benchmarks/probe_ws_attention.py              # on the H200
+    NBX_TRITON_INTERPRET=1 PYTHONPATH=src python3 benchmarks/probe_ws_attention.py --device cpu --smoke
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness as H  # noqa: E402
+import nbxtensor as nbx  # noqa: E402
+from nbxtensor.ops.attention import LOG2E, _operand, _round_p, sdpa_oracle  # noqa: E402
+from nbxtensor.runtime.launcher import interpreting  # noqa: E402
+from nbxtensor.ops.triton_helpers import rcp_rn  # noqa: E402
+from nbxtensor.runtime.launcher import launch  # noqa: E402
+from nbxtensor.runtime.triton_compat import jit, tl  # noqa: E402
+
+SWITCHES = ("GUARD", "SAFE_EPI", "PTR_STORE", "HELPER", "L_ZERO")
+
+
+@jit
+def _step(q, k_desc, v_desc, start_n, m_i, l_i, acc, qk_scale, GUARD: tl.constexpr, UPCAST: tl.constexpr):
+    k = _operand(k_desc.load([start_n, 0]).T, UPCAST)
+    qk = tl.dot(q, k)
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    if GUARD:
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        shift = m_new
+    p = tl.math.exp2(qk * qk_scale - shift[:, None])
+    alpha = tl.math.exp2(m_i - shift)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    v = _operand(v_desc.load([start_n, 0]), UPCAST)
+    acc = tl.dot(_round_p(p, tl.bfloat16, UPCAST), v, acc)
+    return m_new, l_i, acc
+
+
+@jit
+def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+                  WS: tl.constexpr, GUARD: tl.constexpr, SAFE_EPI: tl.constexpr, PTR_STORE: tl.constexpr,
+                  HELPER: tl.constexpr, L_ZERO: tl.constexpr, UPCAST: tl.constexpr):
+    start_m = tl.program_id(0) * BLOCK_M
+    base = tl.program_id(1).to(tl.int64) * L * D
+    q_desc = tl.make_tensor_descriptor(Q + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_M, D])
+    k_desc = tl.make_tensor_descriptor(K + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_N, D])
+    v_desc = tl.make_tensor_descriptor(V + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_N, D])
+    q = _operand(q_desc.load([start_m, 0]), UPCAST)   # UPCAST: the interpreter's dot misreads bf16
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    if L_ZERO:
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+    else:
+        l_i = tl.full([BLOCK_M], 1.0, tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    for start_n in tl.range(0, L, BLOCK_N, warp_specialize=WS):
+        if HELPER:
+            m_i, l_i, acc = _step(q, k_desc, v_desc, start_n, m_i, l_i, acc, qk_scale, GUARD, UPCAST)
+        else:
+            k = _operand(k_desc.load([start_n, 0]).T, UPCAST)
+            qk = tl.dot(q, k)
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            if GUARD:
+                shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+            else:
+                shift = m_new
+            p = tl.math.exp2(qk * qk_scale - shift[:, None])
+            alpha = tl.math.exp2(m_i - shift)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            v = _operand(v_desc.load([start_n, 0]), UPCAST)
+            acc = tl.dot(_round_p(p, tl.bfloat16, UPCAST), v, acc)
+            m_i = m_new
+    if SAFE_EPI:
+        out = acc * rcp_rn(tl.where(l_i == 0.0, 1.0, l_i))[:, None]
+    else:
+        out = acc / l_i[:, None]
+    if PTR_STORE:
+        rows = (start_m + tl.arange(0, BLOCK_M)).to(tl.int64)
+        tl.store(O + base + rows[:, None] * D + tl.arange(0, D)[None, :], out.to(tl.bfloat16))
+    else:
+        o_desc = tl.make_tensor_descriptor(O + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_M, D])
+        o_desc.store([start_m, 0], out.to(tl.bfloat16))
+
+
+def variants() -> list[tuple[str, dict]]:
+    """The tutorial form first, then each switch alone, then all of them (the library's form)."""
+    out = [("tutorial", {})]
+    out += [(s.lower(), {s: True}) for s in SWITCHES]
+    out.append(("all", {s: True for s in SWITCHES}))
+    return out
+
+
+def first_wrong_row(got: np.ndarray, want: np.ndarray, tol: float) -> int | None:
+    """The first query row (of a ``[L, D]`` slice) whose error passes ``tol`` or that holds a NaN; None if none."""
+    bad = ~(np.abs(got - want) <= tol)   # NaN compares False: counted as wrong
+    rows = np.nonzero(bad.any(axis=1))[0]
+    return int(rows[0]) if rows.size else None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes (the interpreter on the cpu)")
+    ap.add_argument("--block-m", type=int, default=128)
+    a = ap.parse_args(argv)
+    Z, Hh, L, D = (1, 2, 64, 32) if a.smoke else (2, 32, 4096, 128)
+    bm, bn = (32, 32) if a.smoke else (a.block_m, 128)
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((Z, Hh, L, D)).astype(np.float32) for _ in range(3))
+    T = [nbx.tensor(x, dtype=nbx.bfloat16, device=a.device) for x in (q, k, v)]
+    host = [t.cpu().float().numpy().astype(np.float64) for t in T]
+    pairs = [(0, 0), (Z - 1, Hh - 1)]
+    want = {p: sdpa_oracle(*(h[p[0], p[1]][None, None] for h in host))[0, 0] for p in pairs}
+    tol = 2e-2   # bf16 output, D <= 128: a few bf16 ulps of values near 1 (a wrong row is off by O(1) or NaN)
+    scale = 1.0 / math.sqrt(D)
+    flops = 4 * Z * Hh * L * L * D
+    clock = None
+    if a.device != "cpu":
+        from sweep_common import start
+        st = start("probe_ws_attention", nbx, a.device, "/tmp/probe_ws_attention", False, warmup_ms=10.0,
+                   rep_ms=40.0, min_reps=3, max_reps=40, utc=True, hint="")
+        if st is None:
+            return 2
+        clock, timing = st.clock, st.timing
+    print(f"probe_ws_attention: [Z, H, L, D] = {[Z, Hh, L, D]} bf16, BLOCK_M {bm}, BLOCK_N {bn}")
+    print(f"{'variant':12s} {'ws':>3s}  {'check':28s} {'TFLOP/s':>8s}")
+    for name, sw in variants():
+        for ws in (True, False):
+            out = nbx.empty(Z, Hh, L, D, dtype=nbx.bfloat16, device=a.device)
+            meta = dict(BLOCK_M=bm, BLOCK_N=bn, D=D, WS=ws, **{s: sw.get(s, False) for s in SWITCHES},
+                        UPCAST=interpreting(), num_warps=4 if ws else 8, num_stages=2 if ws else 3)
+
+            def run(out=out, meta=meta):
+                launch(_probe_kernel, (L // bm, Z * Hh), *T, out, L, scale * LOG2E, **meta)
+            try:
+                run()
+                got = out.cpu().float().numpy()
+                bad = [first_wrong_row(got[p[0], p[1]], want[p], tol) for p in pairs]
+                wrong = [b for b in bad if b is not None]
+                check = "ok" if not wrong else f"WRONG from row {min(wrong)} (mod {bm}: {min(wrong) % bm})"
+                tf = ""
+                if clock is not None:
+                    p50 = H.percentiles(H.run_benchmark(run, clock, timing))[1]
+                    tf = f"{flops / (p50 * 1e-3) / 1e12:8.1f}"
+            except Exception as e:  # noqa: BLE001 - a probe: report and go on
+                check, tf = f"E {type(e).__name__}: {str(e).splitlines()[0][:60] if str(e) else ''}", ""
+            print(f"{name:12s} {'on' if ws else 'off':>3s}  {check:28s} {tf}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
