@@ -84,7 +84,7 @@ def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.co
     for start_n in tl.range(0, L, BLOCK_N, warp_specialize=WS):
         if HELPER:
             m_i, l_i, acc = _step(q, k_desc, v_desc, start_n, m_i, l_i, acc, qk_scale, GUARD, UPCAST)
-        else:
+        else:  # _step's body written inline on purpose: HELPER compares the two forms under warp specialization
             k = _operand(k_desc.load([start_n, 0]).T, UPCAST)
             qk = tl.dot(q, k)
             m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
