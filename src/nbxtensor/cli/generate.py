@@ -121,7 +121,7 @@ def run(args) -> int:
         return 0
     sys.stdout.write(tail + "\n")
     sys.stdout.flush()
-    w = "int4 packed" if model.quantized() else model.dtype.name
+    w = model.weights_label()
     print(f"nbx generate: {model.source} on {model.device} ({model.dtype.name}, weights {w}, "
           f"{model.weight_bytes() / 1e6:.1f} MB); load {load_s:.2f} s; {stats_line(st)}", file=sys.stderr)
     return 0

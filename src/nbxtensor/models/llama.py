@@ -700,9 +700,19 @@ class LlamaModel:
             seen.append(tok)
             logits = self.decode_step([tok], cache)
 
+    def weights_label(self) -> str:
+        """How the weights are held, for summaries: the dtype name, ``"int4 packed"`` (CUDA: the GEMV kernels read
+        the packed bytes), or on the CPU ``"int4 packed, expanded to float32 at first use"`` (NumPy has no int4
+        matmul: each :class:`~nbxtensor.quant.QuantLinear` keeps a float32 copy after its first call)."""
+        if not self.quantized():
+            return self.dtype.name
+        if self.device.type == "cpu":
+            return "int4 packed, expanded to float32 at first use"
+        return "int4 packed"
+
     def __repr__(self) -> str:
         c = self.config
-        q = "int4 packed" if self.quantized() else self.dtype.name
+        q = self.weights_label()
         return (f"LlamaModel({c.model_type}, layers={c.num_hidden_layers}, hidden={c.hidden_size}, heads="
                 f"{c.num_attention_heads}/{c.num_key_value_heads}, vocab={c.vocab_size}, weights {q}, "
                 f"{self.weight_bytes() / 1e6:.1f} MB on {self.device})")
