@@ -941,8 +941,8 @@ def read_ceiling(rows: list[dict]) -> Callable[[float], float] | None:
     """The card's single-launch read rate as a function of bytes moved, from the run's ``read-ceiling`` rows (a
     read-only reduction over tensors of several sizes, ``shapes.json``): ``f(bytes) -> % of datasheet
     bandwidth``, the better of nbxtensor's and the peer's rate at each measured size, linearly interpolated in
-    ``log(bytes)`` between sizes and held constant past the smallest and largest. None when the run has fewer
-    than one such row.
+    ``log(bytes)`` between sizes and held constant past the smallest and largest (its ``smallest`` attribute: the
+    smallest measured size). None when the run has no such row.
 
     Why: a row's percentage of datasheet bandwidth mixes the kernel's quality with what one launch of that size
     can reach at all (launch, ramp-up and tail cost microseconds: H200, 8 MiB read in one launch, 25 %); the
@@ -958,17 +958,10 @@ def read_ceiling(rows: list[dict]) -> Callable[[float], float] | None:
     if not pts:
         return None
     xs = sorted(pts)
+    log_xs, ys = np.log(xs), [pts[x] for x in xs]
 
     def at(nbytes: float) -> float:
-        if nbytes <= xs[0]:
-            return pts[xs[0]]
-        if nbytes >= xs[-1]:
-            return pts[xs[-1]]
-        for lo, hi in zip(xs, xs[1:]):
-            if lo <= nbytes <= hi:
-                t = (math.log(nbytes) - math.log(lo)) / (math.log(hi) - math.log(lo))
-                return pts[lo] + t * (pts[hi] - pts[lo])
-        return pts[xs[-1]]
+        return float(np.interp(math.log(nbytes), log_xs, ys))   # np.interp holds the end values past the ends
 
     at.smallest = xs[0]
     return at

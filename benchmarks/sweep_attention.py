@@ -214,10 +214,10 @@ def main(argv=None) -> int:
     import nbxtensor.nn.functional as F
     from nbxtensor.ops import attention as A
     from nbxtensor.ops import registry
-    if a.ws_on_gpu:
-        A._WS_ON_GPU = True
     from nbxtensor.ops.attention import attention_tolerance
     from nbxtensor.runtime.configs import launch_config
+    if a.ws_on_gpu:
+        A._WS_ON_GPU = True
     dev = a.device
     st = SC.start("sweep_attention", nbx, dev, a.out, a.smoke, warmup_ms=10.0, rep_ms=60.0, min_reps=3, max_reps=60,
                   smoke_rep_ms=0.0, smoke_max_reps=1, utc=True, hint="use --device cpu --smoke")
