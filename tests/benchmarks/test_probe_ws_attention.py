@@ -44,4 +44,17 @@ def test_smoke_every_variant_matches_the_oracle():
                         "--smoke"], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = [ln for ln in r.stdout.splitlines() if ln.split()[1:2] in (["on"], ["off"])]
-    assert len(lines) == 2 * len(P.variants()) and all(" ok" in ln for ln in lines), r.stdout
+    assert len(lines) == 2 * len(P.variants()), r.stdout
+    assert all(ln.count(" ok (max err") == 2 for ln in lines), r.stdout   # before and after the timings
+    assert "inputs unchanged after the timings: True" in r.stdout
+
+
+def test_describe_counts_wrong_rows_and_names_the_tile_row():
+    import probe_ws_attention as P
+    want = np.zeros((256, 4))
+    got = want.copy()
+    assert P.describe([(got, want)], 0.01, 128).startswith("ok (max err 0.0e+00)")
+    got[130, 1] = np.nan
+    got[200, 0] = 0.5
+    line = P.describe([(got, want), (want.copy(), want)], 0.01, 128)
+    assert line == "WRONG row 130 (mod 128: 2), 2 rows, err 5.0e-01", line
