@@ -44,8 +44,8 @@ carry no additive mask, Triton's fused-attention tutorial's form), one ``MUFU.EX
 half a conversion, and one multiply to rescale the accumulator. A warp-specialized variant (the table's
 ``"WARP_SPEC"``: Triton 3.6's automatic warp specialization on Hopper, one producer warp group issuing the
 bulk copies and two consumer groups of 4 warps) runs the whole key range as one loop with the masks on every
-tile (the pass takes kernels of one loop whose loads are all descriptors'); it applies without a tensor mask
-when query, keys and values meet :func:`tma_ok`. On Hopper (the arch table's
+tile (the pass takes kernels of one loop whose loads are all descriptors'; the output is stored through a
+descriptor as well); it applies without a tensor mask when query, keys, values and output meet :func:`tma_ok`. On Hopper (the arch table's
 ``"TMA"``) keys and values of 16-bit dtypes with aligned strides arrive through tensor descriptors (the bulk
 tensor copy engine: rows past ``S`` and columns past ``E`` are zero-filled by the hardware), else through
 masked pointer loads that Triton pipelines with ``cp.async``; both compile to ``wgmma`` on sm90 (checked
@@ -438,8 +438,17 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
     # per row, then a product per element (FlashAttention's epilogue): within 1.5 ulp of acc / l.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc * rcp_rn(l_safe)[:, None]
-    o_ptrs = O + z * soz + h64 * soh + m64[:, None] * som + offs_dv[None, :].to(tl.int64) * sod
-    tl.store(o_ptrs, convert(out, O.dtype.element_ty), mask=m_ok[:, None] & dv_ok[None, :])
+    if WARP_SPEC:
+        # the store through a descriptor too: under Triton 3.6's warp specialization a pointer store of the tile
+        # wrote wrong rows (benchmarks/probe_ws_attention.py on the H200, session 9: the tutorial kernel with only
+        # its store through pointers went wrong, ~80 % of rows, varying from run to run; with the descriptor store
+        # every variant matched the oracle). The bulk store clips the rows past L and the columns past EV.
+        o_desc = tl.make_tensor_descriptor(O + z * soz + h64 * soh, shape=[L, EV], strides=[som, 1],
+                                           block_shape=[BLOCK_M, BLOCK_DV])
+        o_desc.store([start_m, 0], convert(out, O.dtype.element_ty))
+    else:
+        o_ptrs = O + z * soz + h64 * soh + m64[:, None] * som + offs_dv[None, :].to(tl.int64) * sod
+        tl.store(o_ptrs, convert(out, O.dtype.element_ty), mask=m_ok[:, None] & dv_ok[None, :])
 
 
 def _pow2(n: int, lo: int = 16) -> int:
@@ -494,8 +503,8 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     and the pointer kernel runs instead (remembered per launch key).
 
     The table's ``"WARP_SPEC": true`` selects the warp-specialized variant (one key loop, ``tl.range(...,
-    warp_specialize=True)``, the query through a descriptor too; settings ``ws_warps``/``ws_stages``) where it
-    applies: descriptors in use, the query meets :func:`tma_ok`, no tensor mask. A compile failure of the variant
+    warp_specialize=True)``, the query and the output through descriptors too; settings ``ws_warps``/``ws_stages``)
+    where it applies: descriptors in use, the query and ``out`` meet :func:`tma_ok`, no tensor mask. A compile failure of the variant
     warns once and runs the plain kernel (remembered per launch key).
 
     Table keys besides the tiles: ``"TMA"``, ``"WARP_SPEC"``/``"ws_warps"``/``"ws_stages"``, and two switches that
@@ -521,11 +530,8 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index, tuple(sorted(cfg.items())))
     if tma is None and key in _TMA_BROKEN:
         use_tma = False
-    # The warp-specialized variant computed wrong rows (the second 64-row half of each 128-row query tile, and
-    # NaN without causal masking) on the H200 with Triton 3.6 (GPU tier, 2026-11-30), while the interpreter agrees
-    # with the oracle: it runs only under the interpreter until it is fixed, whatever the table says.
-    use_ws = table_ws and use_tma and mask_kind == 0 and tma_ok(q, q) and key not in _WS_BROKEN \
-        and (interpreting() or _WS_ON_GPU)
+    # the variant loads the query and stores the output through descriptors, so both meet TMA's rules too
+    use_ws = table_ws and use_tma and mask_kind == 0 and tma_ok(q, out) and key not in _WS_BROKEN
     plain = {k_: v_ for k_, v_ in cfg.items() if k_ not in ("ws_warps", "ws_stages")}
     exp2 = mask_kind != 2
     qk_scale = scale * LOG2E if exp2 else scale
@@ -713,7 +719,6 @@ def _resolve_mask(mask, is_causal: bool, L: int, S: int, fn: str):
     return mask, bool(is_causal), 0
 
 
-_WS_ON_GPU = False  # see launch_attention: the warp-specialized variant is refused on GPUs for now
 
 
 def _sdpa_decode(*args):
