@@ -16,7 +16,10 @@ tutorial) with one switch per feature the library's kernel adds:
 - ``SAFE_EPI``: the epilogue ``acc * rcp_rn(where(l == 0, 1, l))`` instead of ``acc / l``;
 - ``PTR_STORE``: the output stored through pointers instead of a descriptor;
 - ``HELPER``: the loop body in a separate ``@jit`` function (as ``_attn_inner``/``_fold_tile``);
-- ``L_ZERO``: ``l`` starts at 0 (the library) instead of 1 (the tutorial; the first rescale multiplies it by 0).
+- ``L_ZERO``: ``l`` starts at 0 (the library) instead of 1 (the tutorial; the first rescale multiplies it by 0);
+- ``CAUSAL`` (session 9, after the descriptor store fixed the non-causal kernel while the library's causal one
+  stayed wrong): the diagonal mask on every tile of one loop (as ``-inf`` or as the tutorial's ``-1e6`` bias), or
+  the tutorial's two loops (the tiles left of the diagonal unmasked, then the diagonal tile masked).
 
 Each variant runs with ``warp_specialize`` on and off; its output is compared with the float64 oracle on the
 rows of two (batch, head) pairs, and the first wrong row (mod 128) is printed: a wrong second half (64-127) is
@@ -48,9 +51,14 @@ SWITCHES = ("GUARD", "SAFE_EPI", "PTR_STORE", "HELPER", "L_ZERO")
 
 
 @jit
-def _step(q, k_desc, v_desc, start_n, m_i, l_i, acc, qk_scale, GUARD: tl.constexpr, UPCAST: tl.constexpr):
+def _step(q, k_desc, v_desc, start_n, offs_m, offs_n, m_i, l_i, acc, qk_scale, GUARD: tl.constexpr,
+          MASK: tl.constexpr, UPCAST: tl.constexpr):
     k = _operand(k_desc.load([start_n, 0]).T, UPCAST)
     qk = tl.dot(q, k)
+    if MASK == 1:    # the library's: masked scores are -inf
+        qk = tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], qk, float("-inf"))
+    elif MASK == 3:  # the tutorial's: a large negative bias
+        qk = qk + tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], 0.0, -1.0e6)
     m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
     if GUARD:
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -66,27 +74,22 @@ def _step(q, k_desc, v_desc, start_n, m_i, l_i, acc, qk_scale, GUARD: tl.constex
 
 
 @jit
-def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
-                  WS: tl.constexpr, GUARD: tl.constexpr, SAFE_EPI: tl.constexpr, PTR_STORE: tl.constexpr,
-                  HELPER: tl.constexpr, L_ZERO: tl.constexpr, UPCAST: tl.constexpr):
-    start_m = tl.program_id(0) * BLOCK_M
-    base = tl.program_id(1).to(tl.int64) * L * D
-    q_desc = tl.make_tensor_descriptor(Q + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_M, D])
-    k_desc = tl.make_tensor_descriptor(K + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_N, D])
-    v_desc = tl.make_tensor_descriptor(V + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_N, D])
-    q = _operand(q_desc.load([start_m, 0]), UPCAST)   # UPCAST: the interpreter's dot misreads bf16
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    if L_ZERO:
-        l_i = tl.zeros([BLOCK_M], tl.float32)
-    else:
-        l_i = tl.full([BLOCK_M], 1.0, tl.float32)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)
-    for start_n in tl.range(0, L, BLOCK_N, warp_specialize=WS):
+def _keys(q, k_desc, v_desc, lo, hi, start_m, m_i, l_i, acc, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+          WS: tl.constexpr, GUARD: tl.constexpr, HELPER: tl.constexpr, MASK: tl.constexpr, UPCAST: tl.constexpr):
+    """Fold key tiles ``[lo, hi)``; ``MASK``: 0 none, 1 the causal diagonal as ``-inf``, 3 as a ``-1e6`` bias."""
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
         if HELPER:
-            m_i, l_i, acc = _step(q, k_desc, v_desc, start_n, m_i, l_i, acc, qk_scale, GUARD, UPCAST)
+            m_i, l_i, acc = _step(q, k_desc, v_desc, start_n, offs_m, offs_n, m_i, l_i, acc, qk_scale, GUARD, MASK,
+                                  UPCAST)
         else:  # _step's body written inline on purpose: HELPER compares the two forms under warp specialization
             k = _operand(k_desc.load([start_n, 0]).T, UPCAST)
             qk = tl.dot(q, k)
+            if MASK == 1:
+                qk = tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], qk, float("-inf"))
+            elif MASK == 3:
+                qk = qk + tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], 0.0, -1.0e6)
             m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
             if GUARD:
                 shift = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -99,6 +102,37 @@ def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.co
             v = _operand(v_desc.load([start_n, 0]), UPCAST)
             acc = tl.dot(_round_p(p, tl.bfloat16, UPCAST), v, acc)
             m_i = m_new
+    return m_i, l_i, acc
+
+
+@jit
+def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+                  WS: tl.constexpr, GUARD: tl.constexpr, SAFE_EPI: tl.constexpr, PTR_STORE: tl.constexpr,
+                  HELPER: tl.constexpr, L_ZERO: tl.constexpr, UPCAST: tl.constexpr, CAUSAL: tl.constexpr = 0):
+    start_m = tl.program_id(0) * BLOCK_M
+    base = tl.program_id(1).to(tl.int64) * L * D
+    q_desc = tl.make_tensor_descriptor(Q + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_M, D])
+    k_desc = tl.make_tensor_descriptor(K + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_N, D])
+    v_desc = tl.make_tensor_descriptor(V + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_N, D])
+    q = _operand(q_desc.load([start_m, 0]), UPCAST)   # UPCAST: the interpreter's dot misreads bf16
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    if L_ZERO:
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+    else:
+        l_i = tl.full([BLOCK_M], 1.0, tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    if CAUSAL == 0:
+        m_i, l_i, acc = _keys(q, k_desc, v_desc, 0, L, start_m, m_i, l_i, acc, qk_scale, BLOCK_M, BLOCK_N, WS, GUARD,
+                              HELPER, 0, UPCAST)
+    elif CAUSAL == 2 or CAUSAL == 4:  # the tutorial's form: the tiles left of the diagonal unmasked, then the
+        # diagonal's (2: masked scores -inf; 4: the tutorial's -1e6 bias)
+        m_i, l_i, acc = _keys(q, k_desc, v_desc, 0, start_m, start_m, m_i, l_i, acc, qk_scale, BLOCK_M, BLOCK_N, WS,
+                              GUARD, HELPER, 0, UPCAST)
+        m_i, l_i, acc = _keys(q, k_desc, v_desc, start_m, start_m + BLOCK_M, start_m, m_i, l_i, acc, qk_scale,
+                              BLOCK_M, BLOCK_N, WS, GUARD, HELPER, 1 if CAUSAL == 2 else 3, UPCAST)
+    else:  # one loop with the diagonal mask on every tile (the library's warp-specialized form): 1 where, 3 add
+        m_i, l_i, acc = _keys(q, k_desc, v_desc, 0, start_m + BLOCK_M, start_m, m_i, l_i, acc, qk_scale, BLOCK_M,
+                              BLOCK_N, WS, GUARD, HELPER, CAUSAL, UPCAST)
     if SAFE_EPI:
         out = acc * rcp_rn(tl.where(l_i == 0.0, 1.0, l_i))[:, None]
     else:
@@ -111,11 +145,18 @@ def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.co
         o_desc.store([start_m, 0], out.to(tl.bfloat16))
 
 
+CAUSAL_FORMS = {"causal-where": 1, "causal-2loop": 2, "causal-add": 3, "causal-2loop-add": 4}
+
+
 def variants() -> list[tuple[str, dict]]:
-    """The tutorial form first, then each switch alone, then all of them (the library's form)."""
+    """The tutorial form first, then each switch alone, then all of them (the library's form), then the causal
+    forms (``CAUSAL``: 1 one loop with the diagonal mask as ``-inf`` on every tile, the library's warp-specialized
+    form; 3 the same as a ``-1e6`` bias; 2 and 4 the tutorial's two loops, the diagonal tile masked)."""
     out = [("tutorial", {})]
     out += [(s.lower(), {s: True}) for s in SWITCHES]
     out.append(("all", {s: True for s in SWITCHES}))
+    out += [(name, {"CAUSAL": c}) for name, c in CAUSAL_FORMS.items()]
+    out.append(("causal-where-guard-helper", {"CAUSAL": 1, "GUARD": True, "HELPER": True}))
     return out
 
 
@@ -143,18 +184,22 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes (the interpreter on the cpu)")
     ap.add_argument("--block-m", type=int, default=128)
+    ap.add_argument("--block-n", type=int, default=128)
+    ap.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
     a = ap.parse_args(argv)
     Z, Hh, L, D = (1, 2, 64, 32) if a.smoke else (2, 32, 4096, 128)
-    bm, bn = (32, 32) if a.smoke else (a.block_m, 128)
+    bm, bn = (32, 32) if a.smoke else (a.block_m, a.block_n)
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((Z, Hh, L, D)).astype(np.float32) for _ in range(3))
     T = [nbx.tensor(x, dtype=nbx.bfloat16, device=a.device) for x in (q, k, v)]
     host = [t.cpu().float().numpy().astype(np.float64) for t in T]
     pairs = [(0, 0), (Z - 1, Hh - 1)]
-    want = {p: sdpa_oracle(*(h[p[0], p[1]][None, None] for h in host))[0, 0] for p in pairs}
+    want = {(p, c): sdpa_oracle(*(h[p[0], p[1]][None, None] for h in host), None, c)[0, 0]
+            for p in pairs for c in (False, True)}
     tol = 2e-2   # bf16 output, D <= 128: a few bf16 ulps of values near 1 (a wrong row is off by O(1) or NaN)
     scale = 1.0 / math.sqrt(D)
-    flops = 4 * Z * Hh * L * L * D
+    flops = 4 * Z * Hh * L * L * D   # causal variants: the visible pairs, L (L + 1) / 2
+    chosen = [v for v in variants() if not a.variants or v[0] in a.variants.split(",")]
     clock = None
     if a.device != "cpu":
         from sweep_common import start
@@ -164,12 +209,14 @@ def main(argv=None) -> int:
             return 2
         clock, timing = st.clock, st.timing
     print(f"probe_ws_attention: [Z, H, L, D] = {[Z, Hh, L, D]} bf16, BLOCK_M {bm}, BLOCK_N {bn}")
-    cases = [(name, sw, ws) for name, sw in variants() for ws in (True, False)]
+    cases = [(name, sw, ws) for name, sw in chosen for ws in (True, False)]
+    causal = {name: bool(sw.get("CAUSAL", 0)) for name, sw in chosen}
     runs = {}
-    for name, sw, ws in cases:
+    for name, sw, ws in cases:   # noqa: B007
         out = nbx.empty(Z, Hh, L, D, dtype=nbx.bfloat16, device=a.device)
         meta = dict(BLOCK_M=bm, BLOCK_N=bn, D=D, WS=ws, **{s: sw.get(s, False) for s in SWITCHES},
-                    UPCAST=interpreting(), num_warps=4 if ws else 8, num_stages=2 if ws else 3)
+                    CAUSAL=sw.get("CAUSAL", 0), UPCAST=interpreting(), num_warps=4 if ws else 8,
+                    num_stages=2 if ws else 3)
 
         def run(out=out, meta=meta):
             launch(_probe_kernel, (L // bm, Z * Hh), *T, out, L, scale * LOG2E, **meta)
@@ -183,7 +230,7 @@ def main(argv=None) -> int:
             got = out.cpu().float().numpy()
         except Exception as e:  # noqa: BLE001 - a probe: report and go on
             return f"E {type(e).__name__}: {str(e).splitlines()[0][:60] if str(e) else ''}"
-        return describe([(got[p[0], p[1]], want[p]) for p in pairs], tol, bm)
+        return describe([(got[p[0], p[1]], want[p, causal[name]]) for p in pairs], tol, bm)
 
     def inputs_intact() -> bool:
         return all(np.array_equal(t.cpu().float().numpy().astype(np.float64), h) for t, h in zip(T, host))
@@ -197,14 +244,15 @@ def main(argv=None) -> int:
         tflops[c] = ""
         if clock is not None and not first[c].startswith("E "):
             p50 = H.percentiles(H.run_benchmark(runs[c][0], clock, timing))[1]
-            tflops[c] = f"{flops / (p50 * 1e-3) / 1e12:8.1f}"
+            f = flops * (L + 1) / (2 * L) if causal[c[0]] else flops
+            tflops[c] = f"{f / (p50 * 1e-3) / 1e12:8.1f}"
     intact = inputs_intact()
     again = {c: check(*c) for c in runs}
     print(f"inputs unchanged after the timings: {intact}")
-    print(f"{'variant':12s} {'ws':>3s}  {'check':44s} {'after timing':44s} {'TFLOP/s':>8s}")
+    print(f"{"variant":26s} {"ws":>3s}  {"check":44s} {'after timing':44s} {'TFLOP/s':>8s}")
     for name, ws in runs:
         c = (name, ws)
-        print(f"{name:12s} {'on' if ws else 'off':>3s}  {first[c]:44s} {again[c]:44s} {tflops[c]}", flush=True)
+        print(f"{name:26s} {"on" if ws else "off":>3s}  {first[c]:44s} {again[c]:44s} {tflops[c]}", flush=True)
     return 0
 
 
