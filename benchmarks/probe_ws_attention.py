@@ -249,10 +249,10 @@ def main(argv=None) -> int:
     intact = inputs_intact()
     again = {c: check(*c) for c in runs}
     print(f"inputs unchanged after the timings: {intact}")
-    print(f"{"variant":26s} {"ws":>3s}  {"check":44s} {'after timing':44s} {'TFLOP/s':>8s}")
+    print(f"{'variant':26s} {'ws':>3s}  {'check':44s} {'after timing':44s} {'TFLOP/s':>8s}")
     for name, ws in runs:
         c = (name, ws)
-        print(f"{name:26s} {"on" if ws else "off":>3s}  {first[c]:44s} {again[c]:44s} {tflops[c]}", flush=True)
+        print(f"{name:26s} {'on' if ws else 'off':>3s}  {first[c]:44s} {again[c]:44s} {tflops[c]}", flush=True)
     return 0
 
 
