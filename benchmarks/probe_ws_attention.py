@@ -124,12 +124,13 @@ def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.co
     if CAUSAL == 0:
         m_i, l_i, acc = _keys(q, k_desc, v_desc, 0, L, start_m, m_i, l_i, acc, qk_scale, BLOCK_M, BLOCK_N, WS, GUARD,
                               HELPER, 0, UPCAST)
-    elif CAUSAL == 2 or CAUSAL == 4:  # the tutorial's form: the tiles left of the diagonal unmasked, then the
-        # diagonal's (2: masked scores -inf; 4: the tutorial's -1e6 bias)
+    elif CAUSAL == 2 or CAUSAL == 4 or CAUSAL == 5:  # the tutorial's form: the tiles left of the diagonal
+        # unmasked, then the diagonal's (2: masked scores -inf; 4: the tutorial's -1e6 bias; 5: as 2, the diagonal's
+        # loop not warp-specialized)
         m_i, l_i, acc = _keys(q, k_desc, v_desc, 0, start_m, start_m, m_i, l_i, acc, qk_scale, BLOCK_M, BLOCK_N, WS,
                               GUARD, HELPER, 0, UPCAST)
         m_i, l_i, acc = _keys(q, k_desc, v_desc, start_m, start_m + BLOCK_M, start_m, m_i, l_i, acc, qk_scale,
-                              BLOCK_M, BLOCK_N, WS, GUARD, HELPER, 1 if CAUSAL == 2 else 3, UPCAST)
+                              BLOCK_M, BLOCK_N, WS and CAUSAL != 5, GUARD, HELPER, 3 if CAUSAL == 4 else 1, UPCAST)
     else:  # one loop with the diagonal mask on every tile (the library's warp-specialized form): 1 where, 3 add
         m_i, l_i, acc = _keys(q, k_desc, v_desc, 0, start_m + BLOCK_M, start_m, m_i, l_i, acc, qk_scale, BLOCK_M,
                               BLOCK_N, WS, GUARD, HELPER, CAUSAL, UPCAST)
@@ -145,13 +146,15 @@ def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.co
         o_desc.store([start_m, 0], out.to(tl.bfloat16))
 
 
-CAUSAL_FORMS = {"causal-where": 1, "causal-2loop": 2, "causal-add": 3, "causal-2loop-add": 4}
+CAUSAL_FORMS = {"causal-where": 1, "causal-2loop": 2, "causal-add": 3, "causal-2loop-add": 4,
+                "causal-2loop-diag-plain": 5}
 
 
 def variants() -> list[tuple[str, dict]]:
     """The tutorial form first, then each switch alone, then all of them (the library's form), then the causal
     forms (``CAUSAL``: 1 one loop with the diagonal mask as ``-inf`` on every tile, the library's warp-specialized
-    form; 3 the same as a ``-1e6`` bias; 2 and 4 the tutorial's two loops, the diagonal tile masked)."""
+    form; 3 the same as a ``-1e6`` bias; 2 and 4 the tutorial's two loops, the diagonal tile masked; 5 as 2 with only
+    the first loop warp-specialized)."""
     out = [("tutorial", {})]
     out += [(s.lower(), {s: True}) for s in SWITCHES]
     out.append(("all", {s: True for s in SWITCHES}))
@@ -185,9 +188,10 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny shapes (the interpreter on the cpu)")
     ap.add_argument("--block-m", type=int, default=128)
     ap.add_argument("--block-n", type=int, default=128)
+    ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
     a = ap.parse_args(argv)
-    Z, Hh, L, D = (1, 2, 64, 32) if a.smoke else (2, 32, 4096, 128)
+    Z, Hh, L, D = (1, 2, 64, 32) if a.smoke else (2, 32, 4096, a.head_dim)
     bm, bn = (32, 32) if a.smoke else (a.block_m, a.block_n)
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((Z, Hh, L, D)).astype(np.float32) for _ in range(3))
