@@ -45,7 +45,9 @@ half a conversion, and one multiply to rescale the accumulator. A warp-specializ
 ``"WARP_SPEC"``: Triton 3.6's automatic warp specialization on Hopper, one producer warp group issuing the
 bulk copies and two consumer groups of 4 warps) runs the whole key range as one loop with the masks on every
 tile (the pass takes kernels of one loop whose loads are all descriptors'; the output is stored through a
-descriptor as well); it applies without a tensor mask when query, keys, values and output meet :func:`tma_ok`. On Hopper (the arch table's
+descriptor as well); it applies without a tensor mask when query, keys, values and output meet :func:`tma_ok`,
+and on GPUs at the tiles :func:`ws_verified` accepts. sm90.json selects it for bf16 prefill with head dim 128 and
+no causal mask (``BLOCK_M``/``BLOCK_N`` 128). On Hopper (the arch table's
 ``"TMA"``) keys and values of 16-bit dtypes with aligned strides arrive through tensor descriptors (the bulk
 tensor copy engine: rows past ``S`` and columns past ``E`` are zero-filled by the hardware), else through
 masked pointer loads that Triton pipelines with ``cp.async``; both compile to ``wgmma`` on sm90 (checked
@@ -477,7 +479,22 @@ def tma_ok(k: Tensor, v: Tensor, *more: Tensor) -> bool:
 
 
 _TMA_BROKEN: set = set()  # launch keys whose descriptor kernel failed to compile here: the pointer kernel runs
-_WS_BROKEN: set = set()  # launch keys whose warp-specialized kernel failed to compile here: the plain one runs
+_WS_BROKEN: set = set()  # launch keys whose warp-specialized kernel failed to compile here or is not verified at
+# its tiles (ws_verified): the plain one runs
+
+
+def ws_verified(block_m: int, block_n: int, block_d: int, block_dv: int, causal: bool) -> bool:
+    """Whether the warp-specialized variant computes right rows on GPUs at these tiles (Triton 3.6, H200).
+
+    Triton splits a 128-row query tile between two consumer warp groups. There, tensors indexed by the query row
+    that do not come from a descriptor or a product go wrong: the causal diagonal mask (``offs_m``) left rows
+    64-127 of each tile wrong, and BLOCK_N 64 or a 64-wide head dim gave NaN (benchmarks/probe_ws_attention.py
+    and GPU tier, session 9; the tutorial's two-loop causal form fails to compile). Verified right: 64-row tiles
+    (no split; session 8), and 128 x 128 tiles with a head dim padded to 128 without the causal mask. Under the
+    interpreter every setting is right (it runs no warp specialization)."""
+    if block_m <= 64:
+        return True
+    return block_m == 128 and block_n == 128 and block_d == block_dv == 128 and not causal
 
 
 def _ws_meta(cfg: dict, S: int) -> dict:
@@ -504,7 +521,8 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
 
     The table's ``"WARP_SPEC": true`` selects the warp-specialized variant (one key loop, ``tl.range(...,
     warp_specialize=True)``, the query and the output through descriptors too; settings ``ws_warps``/``ws_stages``)
-    where it applies: descriptors in use, the query and ``out`` meet :func:`tma_ok`, no tensor mask. A compile failure of the variant
+    where it applies: descriptors in use, the query and ``out`` meet :func:`tma_ok`, no tensor mask, and on GPUs
+    tiles where :func:`ws_verified` holds (elsewhere a warning, once per launch key, and the plain kernel). A compile failure of the variant
     warns once and runs the plain kernel (remembered per launch key).
 
     Table keys besides the tiles: ``"TMA"``, ``"WARP_SPEC"``/``"ws_warps"``/``"ws_stages"``, and two switches that
@@ -532,6 +550,12 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
         use_tma = False
     # the variant loads the query and stores the output through descriptors, so both meet TMA's rules too
     use_ws = table_ws and use_tma and mask_kind == 0 and tma_ok(q, out) and key not in _WS_BROKEN
+    if use_ws and not interpreting() and not ws_verified(cfg["BLOCK_M"], cfg["BLOCK_N"], bd, bdv, causal):
+        warnings.warn(f"scaled_dot_product_attention: the warp-specialized kernel is not verified at {key[:5]} "
+                      f"{dict(key[6])} (wrong rows on Triton 3.6; see ws_verified); using the plain kernel",
+                      RuntimeWarning, stacklevel=3)
+        _WS_BROKEN.add(key)  # warned once
+        use_ws = False
     plain = {k_: v_ for k_, v_ in cfg.items() if k_ not in ("ws_warps", "ws_stages")}
     exp2 = mask_kind != 2
     qk_scale = scale * LOG2E if exp2 else scale
