@@ -51,11 +51,13 @@ SWITCHES = ("GUARD", "SAFE_EPI", "PTR_STORE", "HELPER", "L_ZERO")
 
 
 @jit
-def _step(q, k_desc, v_desc, start_n, offs_m, offs_n, m_i, l_i, acc, qk_scale, GUARD: tl.constexpr,
-          MASK: tl.constexpr, UPCAST: tl.constexpr):
+def _step(q, k_desc, v_desc, m_desc, start_n, start_m, offs_m, offs_n, m_i, l_i, acc, qk_scale,
+          GUARD: tl.constexpr, MASK: tl.constexpr, UPCAST: tl.constexpr, BLOCK_N: tl.constexpr):
     k = _operand(k_desc.load([start_n, 0]).T, UPCAST)
     qk = tl.dot(q, k)
-    if MASK == 1:    # the library's: masked scores are -inf
+    if MASK == 6:    # the diagonal as a loaded tile (1: masked); columns left of the strip arrive as 0 (visible)
+        qk = tl.where(m_desc.load([0, start_n - start_m + BLOCK_N]) != 0, float("-inf"), qk)
+    elif MASK == 1:    # the library's: masked scores are -inf
         qk = tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], qk, float("-inf"))
     elif MASK == 3:  # the tutorial's: a large negative bias
         qk = qk + tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], 0.0, -1.0e6)
@@ -74,19 +76,24 @@ def _step(q, k_desc, v_desc, start_n, offs_m, offs_n, m_i, l_i, acc, qk_scale, G
 
 
 @jit
-def _keys(q, k_desc, v_desc, lo, hi, start_m, m_i, l_i, acc, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-          WS: tl.constexpr, GUARD: tl.constexpr, HELPER: tl.constexpr, MASK: tl.constexpr, UPCAST: tl.constexpr):
-    """Fold key tiles ``[lo, hi)``; ``MASK``: 0 none, 1 the causal diagonal as ``-inf``, 3 as a ``-1e6`` bias."""
+def _keys(q, k_desc, v_desc, m_desc, lo, hi, start_m, m_i, l_i, acc, qk_scale, BLOCK_M: tl.constexpr,
+          BLOCK_N: tl.constexpr, WS: tl.constexpr, GUARD: tl.constexpr, HELPER: tl.constexpr, MASK: tl.constexpr,
+          UPCAST: tl.constexpr):
+    """Fold key tiles ``[lo, hi)``; ``MASK``: 0 none, 1 the causal diagonal as ``-inf``, 3 as a ``-1e6`` bias, 6
+    as ``-inf`` where a tile loaded through ``m_desc`` (a ``[BLOCK_M, 3 BLOCK_N]`` uint8 strip, 1 above the
+    diagonal) says so."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
         if HELPER:
-            m_i, l_i, acc = _step(q, k_desc, v_desc, start_n, offs_m, offs_n, m_i, l_i, acc, qk_scale, GUARD, MASK,
-                                  UPCAST)
+            m_i, l_i, acc = _step(q, k_desc, v_desc, m_desc, start_n, start_m, offs_m, offs_n, m_i, l_i, acc,
+                                  qk_scale, GUARD, MASK, UPCAST, BLOCK_N)
         else:  # _step's body written inline on purpose: HELPER compares the two forms under warp specialization
             k = _operand(k_desc.load([start_n, 0]).T, UPCAST)
             qk = tl.dot(q, k)
-            if MASK == 1:
+            if MASK == 6:
+                qk = tl.where(m_desc.load([0, start_n - start_m + BLOCK_N]) != 0, float("-inf"), qk)
+            elif MASK == 1:
                 qk = tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], qk, float("-inf"))
             elif MASK == 3:
                 qk = qk + tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], 0.0, -1.0e6)
@@ -106,7 +113,7 @@ def _keys(q, k_desc, v_desc, lo, hi, start_m, m_i, l_i, acc, qk_scale, BLOCK_M: 
 
 
 @jit
-def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+def _probe_kernel(Q, K, V, O, MT, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
                   WS: tl.constexpr, GUARD: tl.constexpr, SAFE_EPI: tl.constexpr, PTR_STORE: tl.constexpr,
                   HELPER: tl.constexpr, L_ZERO: tl.constexpr, UPCAST: tl.constexpr, CAUSAL: tl.constexpr = 0):
     start_m = tl.program_id(0) * BLOCK_M
@@ -114,6 +121,8 @@ def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.co
     q_desc = tl.make_tensor_descriptor(Q + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_M, D])
     k_desc = tl.make_tensor_descriptor(K + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_N, D])
     v_desc = tl.make_tensor_descriptor(V + base, shape=[L, D], strides=[D, 1], block_shape=[BLOCK_N, D])
+    m_desc = tl.make_tensor_descriptor(MT, shape=[BLOCK_M, 3 * BLOCK_N], strides=[3 * BLOCK_N, 1],
+                                       block_shape=[BLOCK_M, BLOCK_N])
     q = _operand(q_desc.load([start_m, 0]), UPCAST)   # UPCAST: the interpreter's dot misreads bf16
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     if L_ZERO:
@@ -122,18 +131,19 @@ def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.co
         l_i = tl.full([BLOCK_M], 1.0, tl.float32)
     acc = tl.zeros([BLOCK_M, D], tl.float32)
     if CAUSAL == 0:
-        m_i, l_i, acc = _keys(q, k_desc, v_desc, 0, L, start_m, m_i, l_i, acc, qk_scale, BLOCK_M, BLOCK_N, WS, GUARD,
-                              HELPER, 0, UPCAST)
+        m_i, l_i, acc = _keys(q, k_desc, v_desc, m_desc, 0, L, start_m, m_i, l_i, acc, qk_scale, BLOCK_M, BLOCK_N,
+                              WS, GUARD, HELPER, 0, UPCAST)
     elif CAUSAL == 2 or CAUSAL == 4 or CAUSAL == 5:  # the tutorial's form: the tiles left of the diagonal
         # unmasked, then the diagonal's (2: masked scores -inf; 4: the tutorial's -1e6 bias; 5: as 2, the diagonal's
         # loop not warp-specialized)
-        m_i, l_i, acc = _keys(q, k_desc, v_desc, 0, start_m, start_m, m_i, l_i, acc, qk_scale, BLOCK_M, BLOCK_N, WS,
-                              GUARD, HELPER, 0, UPCAST)
-        m_i, l_i, acc = _keys(q, k_desc, v_desc, start_m, start_m + BLOCK_M, start_m, m_i, l_i, acc, qk_scale,
+        m_i, l_i, acc = _keys(q, k_desc, v_desc, m_desc, 0, start_m, start_m, m_i, l_i, acc, qk_scale, BLOCK_M,
+                              BLOCK_N, WS, GUARD, HELPER, 0, UPCAST)
+        m_i, l_i, acc = _keys(q, k_desc, v_desc, m_desc, start_m, start_m + BLOCK_M, start_m, m_i, l_i, acc, qk_scale,
                               BLOCK_M, BLOCK_N, WS and CAUSAL != 5, GUARD, HELPER, 3 if CAUSAL == 4 else 1, UPCAST)
-    else:  # one loop with the diagonal mask on every tile (the library's warp-specialized form): 1 where, 3 add
-        m_i, l_i, acc = _keys(q, k_desc, v_desc, 0, start_m + BLOCK_M, start_m, m_i, l_i, acc, qk_scale, BLOCK_M,
-                              BLOCK_N, WS, GUARD, HELPER, CAUSAL, UPCAST)
+    else:  # one loop with the diagonal mask on every tile (the library's warp-specialized form): 1 where, 3 add,
+        # 6 a loaded mask tile
+        m_i, l_i, acc = _keys(q, k_desc, v_desc, m_desc, 0, start_m + BLOCK_M, start_m, m_i, l_i, acc, qk_scale,
+                              BLOCK_M, BLOCK_N, WS, GUARD, HELPER, CAUSAL, UPCAST)
     if SAFE_EPI:
         out = acc * rcp_rn(tl.where(l_i == 0.0, 1.0, l_i))[:, None]
     else:
@@ -147,14 +157,14 @@ def _probe_kernel(Q, K, V, O, L, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.co
 
 
 CAUSAL_FORMS = {"causal-where": 1, "causal-2loop": 2, "causal-add": 3, "causal-2loop-add": 4,
-                "causal-2loop-diag-plain": 5}
+                "causal-2loop-diag-plain": 5, "causal-mask-tile": 6}
 
 
 def variants() -> list[tuple[str, dict]]:
     """The tutorial form first, then each switch alone, then all of them (the library's form), then the causal
     forms (``CAUSAL``: 1 one loop with the diagonal mask as ``-inf`` on every tile, the library's warp-specialized
     form; 3 the same as a ``-1e6`` bias; 2 and 4 the tutorial's two loops, the diagonal tile masked; 5 as 2 with only
-    the first loop warp-specialized)."""
+    the first loop warp-specialized; 6 one loop, the diagonal mask a uint8 tile loaded through a descriptor)."""
     out = [("tutorial", {})]
     out += [(s.lower(), {s: True}) for s in SWITCHES]
     out.append(("all", {s: True for s in SWITCHES}))
@@ -214,6 +224,9 @@ def main(argv=None) -> int:
         clock, timing = st.clock, st.timing
     print(f"probe_ws_attention: [Z, H, L, D] = {[Z, Hh, L, D]} bf16, BLOCK_M {bm}, BLOCK_N {bn}")
     cases = [(name, sw, ws) for name, sw in chosen for ws in (True, False)]
+    # the diagonal strip of MASK 6: column x of row r is masked (1) where key x - BLOCK_N is right of query r
+    cols = np.arange(3 * bn)[None, :] - bn
+    strip = nbx.tensor((cols > np.arange(bm)[:, None]).astype(np.uint8), device=a.device)
     causal = {name: bool(sw.get("CAUSAL", 0)) for name, sw in chosen}
     runs = {}
     for name, sw, ws in cases:   # noqa: B007
@@ -223,7 +236,7 @@ def main(argv=None) -> int:
                     num_stages=2 if ws else 3)
 
         def run(out=out, meta=meta):
-            launch(_probe_kernel, (L // bm, Z * Hh), *T, out, L, scale * LOG2E, **meta)
+            launch(_probe_kernel, (L // bm, Z * Hh), *T, out, strip, L, scale * LOG2E, **meta)
         runs[name, ws] = (run, out)
 
     def check(name, ws) -> str:
