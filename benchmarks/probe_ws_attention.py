@@ -21,6 +21,12 @@ tutorial) with one switch per feature the library's kernel adds:
   stayed wrong): the diagonal mask on every tile of one loop (as ``-inf`` or as the tutorial's ``-1e6`` bias), or
   the tutorial's two loops (the tiles left of the diagonal unmasked, then the diagonal tile masked).
 
+Findings (session 9, H200, Triton 3.6): the pointer store alone breaks the tutorial kernel (most rows wrong,
+varying per run), so the library's variant stores through a descriptor and runs without the causal mask. Every
+causal form stays wrong or fails: the diagonal mask on every tile, as ``-inf``, as a bias, or as a tile loaded
+through a descriptor, leaves rows 64-127 of each 128-row tile wrong; the two-loop forms fail Triton's pass
+manager. See ``ops.attention.ws_verified``.
+
 Each variant runs with ``warp_specialize`` on and off; its output is compared with the float64 oracle on the
 rows of two (batch, head) pairs, and the first wrong row (mod 128) is printed: a wrong second half (64-127) is
 the data-partitioning symptom. Then TFLOP/s with CUDA events and an L2 flush (benchmarks/harness.py).
