@@ -27,9 +27,10 @@ def test_random_shapes_values_and_seed():
     assert tuple(m.embed.shape) == (97, 32) and m.lm_head is not m.embed
     lay = m.layers[0]
     assert tuple(lay["qkv"].shape) == ((4 + 2 + 2) * 8, 32)  # q, k, v fused as for a loaded checkpoint
-    assert tuple(lay["gate"].shape) == (48, 32) and tuple(lay["down"].shape) == (32, 48)
+    assert tuple(lay["gate_up"].shape) == (2 * 48, 32) and tuple(lay["down"].shape) == (32, 48)  # gate, up too
+    assert not {"q", "k", "v", "gate", "up"} & set(lay) and lay["gate_up_b"] is None
     assert np.all(_host(lay["in_norm"]) == 1.0) and np.all(_host(m.norm) == 1.0)
-    w = np.concatenate([_host(m.embed).ravel(), _host(lay["qkv"]).ravel(), _host(lay["up"]).ravel()])
+    w = np.concatenate([_host(m.embed).ravel(), _host(lay["qkv"]).ravel(), _host(lay["gate_up"]).ravel()])
     assert abs(w.mean()) < 0.002 and w.std() == pytest.approx(0.02, rel=0.05)
     n_params = 2 * 97 * 32 + 8 * 8 * 32 + 32 * 32 + 3 * 48 * 32 + 3 * 32
     assert m.weight_bytes() == 4 * n_params

@@ -387,7 +387,7 @@ def test_functional_linear(dt, device):
     assert_close(F.linear(make(x3, dt, device), make(w1, dt, device)), x3 @ w1, dt, 5, "linear, 1-D weight")
 
 
-ACTS = [None, "relu", "gelu", "gelu_tanh", "silu"]
+ACTS = [None, "relu", "gelu", "gelu_tanh", "silu", "silu_first_half"]
 
 
 @pytest.mark.parametrize("act", ACTS)
@@ -395,7 +395,7 @@ def test_fused_linear_epilogue(act, device):
     """bias + activation + residual in the kernel's epilogue, both kernels (M = 1, 3 GEMV; M = 20 tiled)."""
     dt = T.bfloat16 if QUICK else T.float32
     for M in (1, 3, 20):
-        K, N = 37, 21
+        K, N = 37, 22 if act == "silu_first_half" else 21   # the half (11) inside a column tile
         x, w, b, res = vals((M, K), dt, 3.0), vals((N, K), dt), vals((N,), dt), vals((M, N), dt)
         r = MM.linear(make(x, dt, device), make(w, dt, device), make(b, dt, device), activation=act,
                       residual=make(res, dt, device))
@@ -418,6 +418,27 @@ def test_fused_linear_inplace_residual(device):
 def test_linear_activation_refused(device):
     with pytest.raises(ValueError, match="unknown activation 'tanh'"):
         MM.linear(nbx.ones(2, 3, device=device), nbx.ones(4, 3, device=device), activation="tanh")
+    for w in (nbx.ones(5, 3, device=device), nbx.ones(3, device=device)):  # odd N, a 1-D weight
+        with pytest.raises(ValueError, match="'silu_first_half' needs a 2-D weight with an even number of rows"):
+            MM.linear(nbx.ones(2, 3, device=device), w, activation="silu_first_half")
+
+
+def test_silu_first_half_is_silu_gate_then_plain_up(device):
+    """A fused gate/up weight ``[gate; up]``: the first N/2 output columns match ``linear(x, gate, act="silu")`` and
+    the rest ``linear(x, up)`` (within the product's tolerance: the launch settings may differ with N), for the GEMV
+    rows (M = 1, 3) and the tiled kernel (M = 20); and with N < M, where a GEMV would run the transposed problem
+    (whose epilogue sees the output's rows as its columns)."""
+    dt = T.bfloat16
+    for M, N2 in ((1, 24), (3, 24), (20, 24), (7, 3), (20, 3)):
+        x, w, b = vals((M, 40), dt, 3.0), vals((2 * N2, 40), dt), vals((2 * N2,), dt)
+        X, W, B = make(x, dt, device), make(w, dt, device), make(b, dt, device)
+        fused = MM.linear(X, W, B, activation="silu_first_half")
+        gate = MM.linear(X, W[:N2], B[:N2], activation="silu")
+        up = MM.linear(X, W[N2:], B[N2:])
+        want = np.concatenate([gate.cpu().float().numpy(), up.cpu().float().numpy()], axis=1)
+        assert_close(fused, want, dt, 42, f"silu_first_half M={M} N={2 * N2}")
+        silu_of_up = MM.linear(X, W[N2:], B[N2:], activation="silu").cpu().float().numpy()
+        assert not np.allclose(fused.cpu().float().numpy()[:, N2:], silu_of_up)  # the up half is left alone
 
 
 DECODE = [(1, 64, 48), (2, 40, 33), (8, 24, 100), (1, 1, 300), (5, 3, 64)]

@@ -334,7 +334,7 @@ def test_int4_linear_long_rows_bf16(device, M):
         _check_linear(lin(x).cpu().float().numpy(), ref, xin, W, T.bfloat16, K)
 
 
-@pytest.mark.parametrize("act", [None, "silu", "gelu"])
+@pytest.mark.parametrize("act", [None, "silu", "gelu", "silu_first_half"])
 def test_epilogue_activation_and_residual(device, act):
     """``act(x W^T + b) + residual`` in the kernel's epilogue, GEMV and prefill paths; the residual may be the
     output itself (an in-place update)."""

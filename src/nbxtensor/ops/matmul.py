@@ -92,8 +92,8 @@ from .triton_helpers import convert, div_rn, libdevice
 __all__ = ["linear", "einsum", "ACTIVATIONS", "FLOATS", "product"]
 
 FLOATS = frozenset({T.float16, T.bfloat16, T.float32, T.float64})
-ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
-_ACT_CODE = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu", "silu_first_half")
+_ACT_CODE = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4, "silu_first_half": 5}
 _FAM = "matmul"
 _MAX_GRID_Y = 65535
 
@@ -168,7 +168,10 @@ def _epilogue(acc, rm, rn, M, N, OUT, som, son, C, scm, scn, R, srm, srn, alpha,
                 val = val + c
             else:
                 val = val + beta.to(acc.dtype) * c
-        val = _activation(val, ACT)
+        if ACT == 5:  # silu on the first N // 2 columns only: the gate half of a fused gate/up projection
+            val = tl.where((rn < N // 2)[None, :], _activation(val, 4), val)
+        else:
+            val = _activation(val, ACT)
         if HAS_R:
             r = tl.load(R + rm64[:, None] * srm + rn64[None, :] * srn, mask=mask, other=0)
             val = val + _cvt(r, acc.dtype, EXACT)
@@ -703,8 +706,10 @@ def _gemm_triton(out: Tensor, a: Tensor, b: Tensor, c=None, r=None, *, alpha=1, 
         cfg = launch_config("gemv", out.device, dtypes=(a.dtype,), m=min(M, N), n=max(M, N), k=a.shape[-1])
         sq = [t.reshape(t.shape[-2:]) if t is not None else None for t in (out, a, b, c, r)]
         o2, a2, b2, c2, r2 = sq
-        if min(M, N) <= cfg["MAX_M"]:
-            if M <= N:
+        # silu_first_half splits the output's columns, so never the transposed problem: the GEMV only for M rows
+        # within MAX_M, else the tiled kernel
+        if min(M, N) <= cfg["MAX_M"] and (act != "silu_first_half" or M <= cfg["MAX_M"]):
+            if M <= N or act == "silu_first_half":
                 _launch_gemv(a2, b2.t(), o2, c2, r2, alpha, beta, act, cfg)
             else:  # small N (mv): the same kernel on the transposed problem out^T = b^T a^T
                 tr = [t.t() if t is not None else None for t in (c2, r2)]
@@ -741,6 +746,11 @@ def _np_activation(x: np.ndarray, act) -> np.ndarray:
     if act == "silu":
         with np.errstate(over="ignore"):
             return x / (1.0 + np.exp(-x))
+    if act == "silu_first_half":  # the last axis holds the output columns
+        y = np.array(x, copy=True)
+        h = x.shape[-1] // 2
+        y[..., :h] = _np_activation(x[..., :h], "silu")
+        return y
     fail(f"linear: unknown activation {act!r}; expected one of {ACTIVATIONS}", ValueError)
 
 
@@ -783,6 +793,9 @@ def _or_act(x: np.ndarray, act) -> np.ndarray:
         return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))
     if act == "gelu_tanh":
         return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    if act == "silu_first_half":
+        h = x.shape[-1] // 2
+        return np.concatenate([_or_act(x[..., :h], "silu"), x[..., h:]], axis=-1)
     return x / (1.0 + np.exp(-x))
 
 
@@ -1180,7 +1193,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, activation
         weight: (N, K) in any layout (a transposed or sliced weight is read in place), or (K,) for a vector
             (the output then has no N dim); same dtype as ``input``.
         bias: ``None`` or broadcastable to the output (usually (N,)); same dtype.
-        activation: ``None``, ``"relu"``, ``"gelu"`` (erf), ``"gelu_tanh"`` or ``"silu"``, applied after the bias.
+        activation: ``None``, ``"relu"``, ``"gelu"`` (erf), ``"gelu_tanh"`` or ``"silu"``, applied after the bias;
+            or ``"silu_first_half"``: silu on output columns ``[0, N/2)`` only (a gate and an up projection fused
+            into one weight, gate rows first: the SwiGLU MLP's ``silu(gate) * up`` is then one product and one
+            multiply of the halves; N must be even and the weight 2-D).
         residual: ``None`` or broadcastable to the output; added after the activation (``h + W x``). It may be
             the ``out`` tensor itself (an in-place residual update).
         out: optional output of the result's shape and dtype.
@@ -1194,7 +1210,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, activation
             same dtype, but got: float != c10::Half"; "self and mat2 must have the same dtype, but got Half and
             Float" (bias); a bias that does not broadcast to the output (PyTorch would broadcast the sum to a
             larger shape for 3-D inputs; refused here).
-        ValueError: an unknown activation.
+        ValueError: an unknown activation; ``"silu_first_half"`` with an odd N or a 1-D weight.
         NotImplementedError: an integer or bool dtype.
 
     Example:
@@ -1246,6 +1262,9 @@ def _linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, activatio
         fail("mat2 must be a matrix, got 1-D tensor")
     w2 = weight.unsqueeze(0) if vec_w else weight
     N, Kw = w2.shape
+    check(activation != "silu_first_half" or (not vec_w and N % 2 == 0), lambda: f"linear: activation "
+          f"'silu_first_half' needs a 2-D weight with an even number of rows, got weight of shape "
+          f"{list(weight.shape)}", ValueError)
     K = input.shape[-1]
     rows = numel(input.shape[:-1])
     _check_mm_dtypes(input, weight)

@@ -778,7 +778,8 @@ def int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | N
         input: ``(*, K)`` float16, bfloat16, float32 or float64.
         qweight: uint8 ``[N, K/2]``. scales, mins: ``[N, K/G]`` (``mins=None``: symmetric).
         bias: ``None`` or ``(N,)`` of the input's dtype.
-        group_size: G. activation: ``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` or ``"silu"``.
+        group_size: G. activation: ``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"``, ``"silu"`` or
+            ``"silu_first_half"`` (silu on output columns ``[0, N/2)``: a fused gate/up weight; N even).
         residual: ``None`` or ``(*, N)`` of the input's dtype, added last; it may be ``out`` itself.
         out: optional contiguous ``(*, N)`` output of the input's dtype.
 
@@ -831,6 +832,8 @@ def _int4_linear(input: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
         bias = bias.contiguous()
     check(activation in ACTIVATIONS, lambda: f"int4_linear: unknown activation {activation!r}; expected one of "
           f"{ACTIVATIONS}", ValueError)
+    check(activation != "silu_first_half" or N % 2 == 0, lambda: f"int4_linear: activation 'silu_first_half' needs "
+          f"an even number of rows N, got N={N}", ValueError)
     lead = tuple(input.shape[:-1])
     rows = int(np.prod(lead)) if lead else 1
     x = input.reshape(rows, K)
