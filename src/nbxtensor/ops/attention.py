@@ -522,8 +522,8 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     The table's ``"WARP_SPEC": true`` selects the warp-specialized variant (one key loop, ``tl.range(...,
     warp_specialize=True)``, the query and the output through descriptors too; settings ``ws_warps``/``ws_stages``)
     where it applies: descriptors in use, the query and ``out`` meet :func:`tma_ok`, no tensor mask, and on GPUs
-    tiles where :func:`ws_verified` holds (elsewhere a warning, once per launch key, and the plain kernel). A compile failure of the variant
-    warns once and runs the plain kernel (remembered per launch key).
+    tiles where :func:`ws_verified` holds (elsewhere a warning, once per launch key, and the plain kernel). A
+    compile failure of the variant warns once and runs the plain kernel (remembered per launch key).
 
     Table keys besides the tiles: ``"TMA"``, ``"WARP_SPEC"``/``"ws_warps"``/``"ws_stages"``, and two switches that
     default to on, ``"FAST_EXP"`` (:func:`_exp2`'s single ``ex2.approx.ftz``) and ``"FOLD_SCALE"`` (the scale
@@ -741,8 +741,6 @@ def _resolve_mask(mask, is_causal: bool, L: int, S: int, fn: str):
     check(mask is None or isinstance(mask, Tensor), lambda: f"{fn}(): argument 'attn_mask' must be Tensor or "
           f"CausalBias, not {type(mask).__name__}", TypeError)
     return mask, bool(is_causal), 0
-
-
 
 
 def _sdpa_decode(*args):
