@@ -486,10 +486,11 @@ _WS_BROKEN: set = set()  # launch keys whose warp-specialized kernel failed to c
 def ws_verified(block_m: int, block_n: int, block_d: int, block_dv: int, causal: bool) -> bool:
     """Whether the warp-specialized variant computes right rows on GPUs at these tiles (Triton 3.6, H200).
 
-    Triton splits a 128-row query tile between two consumer warp groups. There, tensors indexed by the query row
-    that do not come from a descriptor or a product go wrong: the causal diagonal mask (``offs_m``) left rows
-    64-127 of each tile wrong, and BLOCK_N 64 or a 64-wide head dim gave NaN (benchmarks/probe_ws_attention.py
-    and GPU tier, session 9; the tutorial's two-loop causal form fails to compile). Verified right: 64-row tiles
+    Triton splits a 128-row query tile between two consumer warp groups. There, work on the tile's rows besides
+    the two products went wrong: a pointer store of the output (now a descriptor store), and the causal diagonal
+    mask, whether computed from the row index or loaded as a tile through a descriptor (rows 64-127 of each tile
+    wrong); BLOCK_N 64 or a 64-wide head dim gave NaN (benchmarks/probe_ws_attention.py and GPU tier, session 9;
+    the tutorial's two-loop causal form fails to compile). Verified right: 64-row tiles
     (no split; session 8), and 128 x 128 tiles with a head dim padded to 128 without the causal mask. Under the
     interpreter every setting is right (it runs no warp specialization)."""
     if block_m <= 64:
