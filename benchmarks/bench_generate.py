@@ -28,6 +28,9 @@ Rows:
   ``p50_us`` (an eager decode step of these calls would wait on the host). Without CUDA (``--smoke --device
   cpu``) the calls run eagerly and the row's name has no ``(graph)``; a capture that fails falls back the same
   way and says why in ``graph_error``.
+- ``int4_gemv.fused.layer_stream[LxP] (graph)`` and ``bf16_gemv.fused.layer_stream[LxP] (graph)``: the same layers
+  as the Llama runner launches them, four products (q/k/v fused, o, gate/up fused, down): the per-step measure of
+  the runner's GEMVs, where the seven-projection stream above stays for comparison with earlier runs.
 - ``decode_attention.BxHqxHkvxLxD.layer_stream[Lx1] (graph)`` (``--attention``, CUDA): decode attention of one
   query token over a bfloat16 K/V cache (GQA), ``--stream-layers`` calls over caches of their own captured in a
   CUDA graph and replayed, as a decode step runs them; GB/s of K + V (+ q and out) per replay (issue 5: >= 80 %
@@ -62,7 +65,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 PROMPT = "Tell me a long story about a dragon who learns to fly."
-GEMV_SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)]  # o/q, gate/up, down, fused qkv rows
+# o/q, gate/up, down, fused qkv rows, fused gate_up rows (the Llama runner's products)
+GEMV_SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096), (28672, 4096)]
 
 
 def bench_smollm2(device: str, dtype: str | None, tokens: int, reps: int, dequantize: bool) -> dict:
@@ -118,6 +122,9 @@ def bench_llama_cpp(tokens: int, reps: int, threads: int) -> dict | None:
 LAYER = [("q", 4096, 4096), ("k", 1024, 4096), ("v", 1024, 4096), ("o", 4096, 4096), ("gate", 14336, 4096),
          ("up", 14336, 4096), ("down", 4096, 14336)]
 SMOKE_LAYER = [("q", 64, 128), ("k", 16, 128), ("down", 64, 256)]
+# the same layer as the Llama runner launches it (models/llama.py: q, k, v fused; gate, up fused)
+FUSED_LAYER = [("qkv", 6144, 4096), ("o", 4096, 4096), ("gate_up", 28672, 4096), ("down", 4096, 14336)]
+SMOKE_FUSED_LAYER = [("qkv", 96, 128), ("down", 64, 256)]
 SMOKE_SHAPES = [(64, 128), (32, 256)]
 
 
@@ -320,15 +327,18 @@ def _bench_gemv(device: str, smoke: bool, stream_layers: int, bf16: bool, bf16_s
             call, nbytes = _bf16_case(nbx, device, N, K)
             call = _recorded([call])[0] if bf16_set else call
             rows.append(_row(f"bf16_gemv.{N}x{K}{tag[bf16_set]}", H.run_benchmark(call, clock, timing), nbytes))
-    if stream_layers > 0:
-        cases = [_int4_case(nbx, device, rng, N, K) for _ in range(stream_layers) for _, N, K in layer]
-        rows.append(_stream(nbx, clock, sync, timing, "int4_gemv", [c for c, _ in cases],
-                            sum(b for _, b in cases), stream_layers, len(layer), replay=int4_set, graph=cuda))
+    for name, lay in (("", layer), (".fused", SMOKE_FUSED_LAYER if smoke else FUSED_LAYER)):
+        if stream_layers <= 0:
+            break
+        cases = [_int4_case(nbx, device, rng, N, K) for _ in range(stream_layers) for _, N, K in lay]
+        rows.append(_stream(nbx, clock, sync, timing, "int4_gemv" + name, [c for c, _ in cases],
+                            sum(b for _, b in cases), stream_layers, len(lay), replay=int4_set, graph=cuda))
         del cases
         if bf16:
-            cases = [_bf16_case(nbx, device, N, K) for _ in range(stream_layers) for _, N, K in layer]
-            rows.append(_stream(nbx, clock, sync, timing, "bf16_gemv", [c for c, _ in cases],
-                                sum(b for _, b in cases), stream_layers, len(layer), replay=bf16_set, graph=cuda))
+            cases = [_bf16_case(nbx, device, N, K) for _ in range(stream_layers) for _, N, K in lay]
+            rows.append(_stream(nbx, clock, sync, timing, "bf16_gemv" + name, [c for c, _ in cases],
+                                sum(b for _, b in cases), stream_layers, len(lay), replay=bf16_set, graph=cuda))
+            del cases
     for r in rows:
         r["flush"] = flush_mode
     return rows

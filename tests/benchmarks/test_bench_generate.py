@@ -28,14 +28,23 @@ def test_gemv_rows_smoke():
     rows = {r["row"]: r for r in json.loads(proc.stdout.strip().splitlines()[-1])}
     sys.path.insert(0, BENCH)
     import bench_generate as B
-    assert set(rows) == {f"int4_gemv.{N}x{K}" for N, K in B.SMOKE_SHAPES} | {"int4_gemv.layer_stream[2x3]"}
-    st = rows["int4_gemv.layer_stream[2x3]"]
-    assert st["calls"] == 2 * len(B.SMOKE_LAYER)
-    # bytes of every call of the stream: packed weight, float16 scales and minima, x and out (bfloat16)
-    want = 2 * sum(N * K // 2 + 2 * 2 * N * (K // 32) + 2 * K + 2 * N for _, N, K in B.SMOKE_LAYER)
-    assert abs(st["MB"] * 1e6 - want) < 1
-    assert st["GB/s"] > 0 and st["p50_us"] > 0 and st["per_call_us"] * st["calls"] == pytest.approx(st["p50_us"])
-    assert isinstance(st["host_bound"], bool)
+    assert set(rows) == {f"int4_gemv.{N}x{K}" for N, K in B.SMOKE_SHAPES} | {"int4_gemv.layer_stream[2x3]",
+                                                                             "int4_gemv.fused.layer_stream[2x2]"}
+    for name, layer in (("int4_gemv.layer_stream[2x3]", B.SMOKE_LAYER),
+                        ("int4_gemv.fused.layer_stream[2x2]", B.SMOKE_FUSED_LAYER)):
+        st = rows[name]
+        assert st["calls"] == 2 * len(layer)
+        # bytes of every call of the stream: packed weight, float16 scales and minima, x and out (bfloat16)
+        want = 2 * sum(N * K // 2 + 2 * 2 * N * (K // 32) + 2 * K + 2 * N for _, N, K in layer)
+        assert abs(st["MB"] * 1e6 - want) < 1
+        assert st["GB/s"] > 0 and st["p50_us"] > 0
+        assert st["per_call_us"] * st["calls"] == pytest.approx(st["p50_us"])
+        assert isinstance(st["host_bound"], bool)
+    # the full-size fused layer is the runner's: q/k/v and gate/up rows of the seven-projection layer, summed
+    seven = {p: N for p, N, _ in B.LAYER}
+    fused = {p: N for p, N, _ in B.FUSED_LAYER}
+    assert fused["qkv"] == seven["q"] + seven["k"] + seven["v"] and fused["gate_up"] == seven["gate"] + seven["up"]
+    assert sum(N * K for _, N, K in B.FUSED_LAYER) == sum(N * K for _, N, K in B.LAYER)
 
 
 @pytest.mark.skipif(INTERPRET, reason="runs its own interpreter process")
@@ -49,7 +58,7 @@ def test_gemv_rows_smoke_with_config_override():
                           capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [r["row"] for r in json.loads(proc.stdout.strip().splitlines()[-1])]
-    assert len(rows) == 3 and all("replayed" in r for r in rows), rows
+    assert len(rows) == 4 and all("replayed" in r for r in rows), rows   # 2 single calls, 2 streams
 
 
 @pytest.mark.skipif(INTERPRET, reason="runs its own interpreter process")
