@@ -28,6 +28,9 @@ Rows:
   ``p50_us`` (an eager decode step of these calls would wait on the host). Without CUDA (``--smoke --device
   cpu``) the calls run eagerly and the row's name has no ``(graph)``; a capture that fails falls back the same
   way and says why in ``graph_error``.
+- ``sum_read.Rx4096.layer_stream[8x1] (graph)`` (``--read-streams``): eight ``sum`` calls over distinct bfloat16
+  ``[R, 4096]`` tensors back to back in a graph: what launches of a decode linear's size read within a step, to
+  set beside bench_ops' per-launch ``read-ceiling`` rows.
 - ``int4_gemv.fused.layer_stream[LxP] (graph)`` and ``bf16_gemv.fused.layer_stream[LxP] (graph)``: the same layers
   as the Llama runner launches them, four products (q/k/v fused, o, gate/up fused, down): the per-step measure of
   the runner's GEMVs, where the seven-projection stream above stays for comparison with earlier runs.
@@ -288,6 +291,35 @@ def _stream(nbx, clock, sync, timing, name: str, calls: list, nbytes: int, layer
     return r
 
 
+# read-only streams (--read-streams): bfloat16 [rows, 4096] tensors, the sizes of the decode linears' weights (k/v,
+# q/o, gate/up, the fused gate_up) and of the benchmark's read-ceiling rows (benchmarks/shapes.json)
+READ_ROWS = [1024, 4096, 14336, 28672]
+SMOKE_READ_ROWS = [16, 64]
+
+
+def bench_read_streams(device: str, smoke: bool = False, calls: int = 8, flush_mode: str = "clean") -> list[dict]:
+    """``sum_read.Rx4096.layer_stream[Cx1] (graph)``: ``calls`` full ``sum`` reductions over distinct bfloat16
+    ``[R, 4096]`` tensors (``smoke``: 2 calls, ``[R, 128]``), back to back in one CUDA graph (as :func:`_stream`
+    times the GEMV streams); GB/s = their bytes over the replay's p50. The per-launch read ceiling of bench_ops
+    (``sum [read-ceiling]`` rows: one launch between event pairs) is what one isolated launch reads; this is what
+    launches of the same size read back to back in a graph-captured decode step, the question behind per-launch
+    against per-step bandwidth targets."""
+    import nbxtensor as nbx
+    timing, sync, clock = _timing(nbx, device, flush_mode)
+    calls = 2 if smoke else calls
+    rows = []
+    for R in (SMOKE_READ_ROWS if smoke else READ_ROWS):
+        K = 128 if smoke else 4096
+        ts = [nbx.randn(R, K, dtype=nbx.bfloat16, device=device) for _ in range(calls)]
+        fns = [(lambda t=t: nbx.sum(t)) for t in ts]
+        rows.append(_stream(nbx, clock, sync, timing, f"sum_read.{R}x{K}", fns, sum(t.nbytes for t in ts), calls, 1,
+                            graph=device.startswith("cuda")))
+        del ts, fns
+    for r in rows:
+        r["flush"] = flush_mode
+    return rows
+
+
 def bench_gemv(device: str, smoke: bool = False, stream_layers: int = 4, bf16: bool = True,
                gemv_config: dict | None = None, int4_config: dict | None = None,
                flush_mode: str = "clean") -> list[dict]:
@@ -372,6 +404,9 @@ def main() -> int:
                     "{\"fuse_combine\": 256}]'; {} is the table)")
     ap.add_argument("--no-gemv", action="store_true", help="leave out the GEMV rows (e.g. --gemv-only --attention "
                     "--no-gemv: the attention rows alone)")
+    ap.add_argument("--read-streams", action="store_true", help="also read-only streams: 8 sum calls over distinct "
+                    "bfloat16 [R, 4096] tensors per size, graph-replayed (the in-graph counterpart of bench_ops' "
+                    "read-ceiling rows)")
     ap.add_argument("--smoke", action="store_true", help="GEMV rows on tiny shapes (with --device cpu under "
                     "NBX_TRITON_INTERPRET=1: a host smoke test)")
     args = ap.parse_args()
@@ -393,6 +428,8 @@ def main() -> int:
                 if cfg:
                     r["row"] += f" {json.dumps(cfg, sort_keys=True)}"
             rows += got
+    if args.read_streams and (dev.startswith("cuda") or args.smoke):
+        rows += bench_read_streams(dev, smoke=args.smoke, flush_mode=args.flush)
     if (dev.startswith("cuda") or (args.smoke and args.gemv_only)) and not args.no_gemv:
         rows += bench_gemv(dev, smoke=args.smoke, stream_layers=args.stream_layers, bf16=not args.no_bf16,
                            gemv_config=args.gemv_config, int4_config=args.int4_config, flush_mode=args.flush)

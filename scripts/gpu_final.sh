@@ -28,7 +28,7 @@ tier|tests|bench)
   [ "$PHASE" = tests ] && exit 0
   timeout 80 python3 benchmarks/bench_runtime.py --out "$OUT" --quick > "$OUT/bench_runtime.log" 2>&1
   echo "runtime rc=$?"; grep -E "^\| (launch|alloc|copy|h2d|d2h|d2d)" "$OUT/runtime_summary.md" | head -16
-  timeout 70 python3 benchmarks/bench_generate.py --device cuda --gemv-only > "$OUT/gemv.log" 2>&1
+  timeout 90 python3 benchmarks/bench_generate.py --device cuda --gemv-only --read-streams > "$OUT/gemv.log" 2>&1
   echo "gemv rc=$?"; cat "$OUT/gemv.log"
   timeout 60 python3 benchmarks/bench_generate.py --device cuda --gemv-only --attention --no-gemv \
     > "$OUT/attention.log" 2>&1

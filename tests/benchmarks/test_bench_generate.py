@@ -62,6 +62,23 @@ def test_gemv_rows_smoke_with_config_override():
 
 
 @pytest.mark.skipif(INTERPRET, reason="runs its own interpreter process")
+def test_read_stream_rows_smoke():
+    """--read-streams: one graph-able stream of sum calls per size, its bytes the tensors' own."""
+    env = dict(os.environ, NBX_TRITON_INTERPRET="1", PYTHONPATH=os.path.join(REPO, "src"))
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "bench_generate.py"), "--device", "cpu", "--gemv-only",
+                           "--smoke", "--no-gemv", "--read-streams", "--json"],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {r["row"]: r for r in json.loads(proc.stdout.strip().splitlines()[-1])}
+    sys.path.insert(0, BENCH)
+    import bench_generate as B
+    assert set(rows) == {f"sum_read.{R}x128.layer_stream[2x1]" for R in B.SMOKE_READ_ROWS}
+    for R in B.SMOKE_READ_ROWS:
+        r = rows[f"sum_read.{R}x128.layer_stream[2x1]"]
+        assert r["calls"] == 2 and abs(r["MB"] * 1e6 - 2 * R * 128 * 2) < 1 and r["p50_us"] > 0
+
+
+@pytest.mark.skipif(INTERPRET, reason="runs its own interpreter process")
 def test_attention_rows_smoke():
     """--attention --no-gemv: one decode-attention stream row per shape (bytes: every call's K and V cache, q and
     out), one set per --attention-config entry, the entry named in the row."""
