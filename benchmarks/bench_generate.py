@@ -359,9 +359,8 @@ def _bench_gemv(device: str, smoke: bool, stream_layers: int, bf16: bool, bf16_s
             call, nbytes = _bf16_case(nbx, device, N, K)
             call = _recorded([call])[0] if bf16_set else call
             rows.append(_row(f"bf16_gemv.{N}x{K}{tag[bf16_set]}", H.run_benchmark(call, clock, timing), nbytes))
-    for name, lay in (("", layer), (".fused", SMOKE_FUSED_LAYER if smoke else FUSED_LAYER)):
-        if stream_layers <= 0:
-            break
+    streams = (("", layer), (".fused", SMOKE_FUSED_LAYER if smoke else FUSED_LAYER)) if stream_layers > 0 else ()
+    for name, lay in streams:
         cases = [_int4_case(nbx, device, rng, N, K) for _ in range(stream_layers) for _, N, K in lay]
         rows.append(_stream(nbx, clock, sync, timing, "int4_gemv" + name, [c for c, _ in cases],
                             sum(b for _, b in cases), stream_layers, len(lay), replay=int4_set, graph=cuda))
