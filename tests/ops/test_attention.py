@@ -417,6 +417,68 @@ def test_warp_specialized_kernel(E, causal, ratio, Lk, Sk, bm, device, monkeypat
         assert np.all(host(out)[:, :, :-off] == 0)
 
 
+@pytest.mark.parametrize("E,ratio,Lk,Sk,dL,bm,m_slow", [(64, 1, 3, 3, 0, None, False), (128, 4, 2, 3, 5, 128, True),
+                                                        (128, 1, 3, 2, -7, 128, False)]
+                         + ([] if QUICK else [(96, 2, 2, 2, 1, None, True), (128, 8, 4, 4, 0, 128, True),
+                                              (128, 1, 1, 1, 0, 128, False)]))
+def test_causal_split(E, ratio, Lk, Sk, dL, bm, m_slow, device, monkeypatch):
+    """The causal split (the table's ``"CAUSAL_SPLIT"``): the warp-specialized variant over the keys every row
+    of a query tile sees, with no mask (where it is verified on the H200), its float32 partials and log-sum-exp
+    to a workspace, then the plain kernel over the diagonal tiles from that state. Against the oracle: lower-right
+    offsets of both signs (rows that see no key give 0, tiles whose unmasked part is empty), L and S not multiples
+    of the tiles, GQA, both grid orders (``M_SLOW``). Both parts are checked to have run, the first as the variant
+    (on GPUs at the 128 x 128 tiles of the sm90 rule, where a compile failure is not accepted)."""
+    if not _tma_runs(device):
+        pytest.skip("tensor descriptors run under the interpreter or on sm90+")
+    if bm and device == "cpu" and QUICK:
+        pytest.skip("128-row tiles under the interpreter: slow; the quick matrix keeps the table's tiles")
+    from nbxtensor.ops.attention import launch_attention
+    from nbxtensor.runtime.configs import launch_config, override
+    dt = T.bfloat16
+    bd = max(16, 1 << (E - 1).bit_length())
+    cfg = launch_config("sdpa_fwd", nbx.device(device), dtypes=(dt,), head_dim=bd, q_len=64, causal=2)
+    tiles = dict(BLOCK_M=bm, BLOCK_N=128) if bm else dict(BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"])
+    L, S = tiles["BLOCK_M"] * Lk + max(dL, 0), tiles["BLOCK_N"] * Sk + max(-dL, 0)
+    rng = np.random.default_rng(E + 31 * ratio + Lk)
+    q, k, v = draw(rng, (2, 8, L, E), dt), draw(rng, (2, 8 // ratio, S, E), dt), draw(rng, (2, 8 // ratio, S, E), dt)
+    out = nbx.full((2, 8, L, E), float("nan"), dtype=nbx.bfloat16, device=device)
+    off = S - L
+    metas = _captured_meta(monkeypatch)
+    with override("sdpa_fwd", WARP_SPEC=True, ws_warps=4, ws_stages=2, CAUSAL_SPLIT=True, M_SLOW=m_slow, **tiles), \
+            warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no fallback: both parts must run
+        launch_attention(dev(q, device), dev(k, device), dev(v, device), None, out, scale=1 / math.sqrt(E),
+                         causal=True, causal_off=off, group_k=ratio, group_v=ratio, tma=True)
+    assert [m.get("PART") for m in metas] == [1, 2], metas
+    assert metas[0]["WARP_SPEC"] and not metas[1].get("WARP_SPEC")
+    assert all(m["M_SLOW"] == m_slow for m in metas)
+    ref, mag = sdpa_oracle(q, k, v, None, True, None, ratio > 1, causal_offset=off, with_magnitude=True)
+    tol = attention_tolerance(dt, E)
+    check_close(out, ref, tol.rtol, tol.atol, mag, what=f"causal split E={E} L={L} S={S} BLOCK_M={tiles['BLOCK_M']}")
+    if off < 0:
+        assert np.all(host(out)[:, :, :-off] == 0)
+
+
+def test_causal_split_cost(monkeypatch):
+    """The split's float32 partials are declared where the table takes the split: workspace ``Z*H*Lp*(Ev+1)*4``
+    bytes (query rows padded to whole tiles), written once and read once; none without the split, without the
+    causal mask, with a tensor mask, or for one query row."""
+    from nbxtensor.ops import attention as A
+    from nbxtensor.runtime import configs
+    q, m = nbx.empty(2, 4, 200, 128, dtype=nbx.bfloat16), nbx.ones(200, 200, dtype=nbx.bool)
+    monkeypatch.setattr(A, "interpreting", lambda: True)  # the cpu device runs the kernels, as under the tier
+    monkeypatch.setattr(configs, "arch_of", lambda device: "sm90")
+    ws = 8 * 256 * 129 * 4
+    with configs.override("sdpa_fwd", WARP_SPEC=True, TMA=True, CAUSAL_SPLIT=True, BLOCK_M=128):
+        c, plain = REC.cost(q, q, q, is_causal=True), REC.cost(q, q, q, is_causal=False)
+        assert c.workspace_bytes == ws and plain.workspace_bytes == 0
+        assert c.bytes_read == plain.bytes_read + ws and c.bytes_written == plain.bytes_written + ws
+        assert REC.cost(q, q, q, attn_mask=m, is_causal=True).workspace_bytes == 0
+        assert A.split_workspace_bytes(q.device, q.dtype, 8, 1, 128, 128) == 0
+    with configs.override("sdpa_fwd", WARP_SPEC=True, TMA=True, CAUSAL_SPLIT=False, BLOCK_M=128):
+        assert REC.cost(q, q, q, is_causal=True).workspace_bytes == 0
+
+
 def test_ws_verified_region():
     """The tiles where the warp-specialized variant runs on GPUs: 64-row tiles, and 128 x 128 tiles with head dim
     128 without the causal mask; not a 64-wide head dim, 64-key tiles under 128-row ones, or causal 128-row tiles

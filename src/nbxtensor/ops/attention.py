@@ -350,23 +350,37 @@ def _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, lo,
 
 
 @jit
-def _attn_fwd_kernel(Q, K, V, MASK, O,
+def _attn_fwd_kernel(Q, K, V, MASK, O, W, LSE,
                      sqz, sqh, sqm, sqd, skz, skh, skn, skd, svz, svh, svn, svd, smz, smh, smm, smn,
-                     soz, soh, som, sod,
+                     soz, soh, som, sod, swzh, swm, slzh,
                      H, L, S, E, EV, GROUP_K, GROUP_V, zh_off, qk_scale, causal_off,
                      CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, EXP2: tl.constexpr, FOLD: tl.constexpr,
                      FTZ: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                      BLOCK_DV: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
                      IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr,
                      WARP_SPEC: tl.constexpr = False, EVEN_S: tl.constexpr = False,
-                     PLAIN_MAX: tl.constexpr = False):
-    """Attention forward for one tile of BLOCK_M query rows of one (batch, head): see the module docstring."""
+                     PLAIN_MAX: tl.constexpr = False, PART: tl.constexpr = 0, M_SLOW: tl.constexpr = False):
+    """Attention forward for one tile of BLOCK_M query rows of one (batch, head): see the module docstring.
+
+    ``PART`` (causal launches only; :func:`launch_attention`'s causal split): 0 the whole key range; 1 only the
+    keys every row of the tile sees (``[0, full)``, no mask), the normalized partial output stored in float32 to
+    ``W [Z*H, Lp, EV]`` and its base-2 log-sum-exp to ``LSE [Z*H, Lp]`` (the warp-specialized variant, through
+    descriptors); 2 the rest (``[full, hi)``, the diagonal), its softmax state started from ``W`` and ``LSE``
+    (``acc = W``, ``m = LSE``, ``l = 1``: the same state as after the first part), the output to ``O``.
+    ``M_SLOW``: the grid is ``(Z*H, query tiles)`` instead of ``(query tiles, Z*H)``, so the hardware, which
+    starts programs in order of the grid's first axis fastest, starts the tiles of one query position of every
+    head together (with ``CAUSAL``, the longest tiles of every head first)."""
     num_m = tl.cdiv(L, BLOCK_M)
-    if CAUSAL:
-        pid_m = num_m - 1 - tl.program_id(0)  # longest tiles first: better balance of the last wave
+    if M_SLOW:
+        pid_x = tl.program_id(1)
+        zh = tl.program_id(0) + zh_off
     else:
-        pid_m = tl.program_id(0)
-    zh = tl.program_id(1) + zh_off
+        pid_x = tl.program_id(0)
+        zh = tl.program_id(1) + zh_off
+    if CAUSAL:
+        pid_m = num_m - 1 - pid_x  # longest tiles first: better balance of the last wave
+    else:
+        pid_m = pid_x
     z = (zh // H).to(tl.int64)
     h = zh % H
     kh = (h // GROUP_K).to(tl.int64)
@@ -420,7 +434,15 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
     else:
         hi = S
         full = (S // BLOCK_N) * BLOCK_N
-    if WARP_SPEC:
+    tl.static_assert(PART == 0 or CAUSAL, "the causal split's parts are causal launches")
+    tl.static_assert(PART != 1 or WARP_SPEC, "the causal split's first part is the warp-specialized variant's")
+    if WARP_SPEC and PART == 1:
+        # the keys every row sees ([0, full): whole tiles inside S): no mask at all, as the variant is verified
+        acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, full, offs_m,
+                                    offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, False, False,
+                                    MASK_KIND, EXP2, FOLD, FTZ, True, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT,
+                                    PREC, ACC, TMA, PLAIN_MAX)
+    elif WARP_SPEC:
         # one loop (Triton's Hopper warp specialization takes a kernel of one loop): the diagonal and bounds masks
         # on every tile; EVEN_S (S a multiple of BLOCK_N, the host's promise) drops the bounds mask
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, hi, offs_m,
@@ -428,10 +450,17 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
                                     CAUSAL, MASK_KIND, EXP2, FOLD, FTZ, True, BLOCK_N, EVEN_D, EVEN_DV, UPCAST,
                                     IN_DT, PREC, ACC, TMA, PLAIN_MAX)
     else:
-        acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, full, offs_m,
-                                    offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, False, False,
-                                    MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT,
-                                    PREC, ACC, TMA, PLAIN_MAX)
+        if PART == 2:  # the first part's state: acc = its normalized output, m = its log-sum-exp, l = 1
+            zh64 = zh.to(tl.int64)
+            w_ptrs = W + zh64 * swzh + m64[:, None] * swm + offs_dv[None, :]
+            acc = tl.load(w_ptrs, mask=m_ok[:, None] & dv_ok[None, :], other=0.0).to(ACC)
+            m_i = tl.load(LSE + zh64 * slzh + offs_m, mask=m_ok, other=float("-inf")).to(ACC)
+            l_i = tl.where(m_i == float("-inf"), 0.0, 1.0).to(ACC)
+        else:
+            acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, 0, full,
+                                        offs_m, offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off,
+                                        False, False, MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV,
+                                        UPCAST, IN_DT, PREC, ACC, TMA, PLAIN_MAX)
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, mask_base, full, hi, offs_m,
                                     offs_n, d_ok, dv_ok, m_ok, skn, svn, smn, S, qk_scale, causal_off, True, CAUSAL,
                                     MASK_KIND, EXP2, FOLD, FTZ, False, BLOCK_N, EVEN_D, EVEN_DV, UPCAST, IN_DT,
@@ -440,7 +469,15 @@ def _attn_fwd_kernel(Q, K, V, MASK, O,
     # per row, then a product per element (FlashAttention's epilogue): within 1.5 ulp of acc / l.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc * rcp_rn(l_safe)[:, None]
-    if WARP_SPEC:
+    if PART == 1:
+        # float32 partials through descriptors (the variant's stores must be; see below); rows past L are clipped
+        zh64 = zh.to(tl.int64)
+        w_desc = tl.make_tensor_descriptor(W + zh64 * swzh, shape=[L, EV], strides=[swm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_DV])
+        w_desc.store([start_m, 0], out)
+        lse_desc = tl.make_tensor_descriptor(LSE + zh64 * slzh, shape=[L], strides=[1], block_shape=[BLOCK_M])
+        lse_desc.store([start_m], m_i + tl.math.log2(l_safe))  # -inf for a row that saw no key (m -inf, l 0)
+    elif WARP_SPEC:
         # the store through a descriptor too: under Triton 3.6's warp specialization a pointer store of the tile
         # wrote wrong rows (benchmarks/probe_ws_attention.py on the H200, session 9: the tutorial kernel with only
         # its store through pointers went wrong, ~80 % of rows, varying from run to run; with the descriptor store
@@ -498,6 +535,27 @@ def ws_verified(block_m: int, block_n: int, block_d: int, block_dv: int, causal:
     return block_m == 128 and block_n == 128 and block_d == block_dv == 128 and not causal
 
 
+def split_workspace(batch_heads: int, L: int, EV: int, block_m: int, device) -> tuple[Tensor, Tensor]:
+    """The causal split's float32 partials: output ``[batch_heads, Lp, EV]`` and base-2 log-sum-exp
+    ``[batch_heads, Lp]``, ``Lp`` = ``L`` rounded up to whole query tiles (so every row of the second is 16-byte
+    aligned, as a tensor descriptor needs). Uninitialised: the first part writes every row the second reads."""
+    lp = -(-L // block_m) * block_m
+    return new_empty((batch_heads, lp, EV), T.float32, device), new_empty((batch_heads, lp), T.float32, device)
+
+
+def split_workspace_bytes(device, dt, batch_heads: int, L: int, E: int, EV: int) -> int:
+    """Bytes of :func:`split_workspace` when the device's table asks for the causal split at this shape (the
+    warp-specialized rule with ``"CAUSAL_SPLIT"``), else 0. An upper bound: the launch still takes the plain
+    kernel, without the workspace, when a stride is not aligned for tensor descriptors."""
+    if L <= 1 or dt not in FLOATS:
+        return 0
+    cfg = launch_config("sdpa_fwd", device, dtypes=(dt,), head_dim=max(_pow2(E), _pow2(EV)), q_len=L, causal=2)
+    if not (cfg.get("CAUSAL_SPLIT") and cfg.get("WARP_SPEC") and cfg.get("TMA")):
+        return 0
+    lp = -(-L // cfg["BLOCK_M"]) * cfg["BLOCK_M"]
+    return batch_heads * lp * (EV + 1) * 4
+
+
 def _ws_meta(cfg: dict, S: int) -> dict:
     """The settings of the warp-specialized variant from a table rule: ``num_warps``/``num_stages`` of the
     variant are the rule's ``ws_warps``/``ws_stages`` (Triton's Hopper warp specialization wants 4 warps per
@@ -544,6 +602,8 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     table_ftz = bool(cfg.pop("FAST_EXP", True))
     table_fold = bool(cfg.pop("FOLD_SCALE", True))
     plain_max = bool(cfg.pop("PLAIN_MAX", False))
+    table_split = bool(cfg.pop("CAUSAL_SPLIT", False))
+    m_slow = bool(cfg.pop("M_SLOW", False))
     use_tma = (table_tma if tma is None else bool(tma)) and tma_ok(k, v)
     # a failure is remembered per kernel variant and settings, so one bad setting never disables the others
     key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index, tuple(sorted(cfg.items())))
@@ -551,7 +611,10 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
         use_tma = False
     # the variant loads the query and stores the output through descriptors, so both meet TMA's rules too
     use_ws = table_ws and use_tma and mask_kind == 0 and tma_ok(q, out) and key not in _WS_BROKEN
-    if use_ws and not interpreting() and not ws_verified(cfg["BLOCK_M"], cfg["BLOCK_N"], bd, bdv, causal):
+    # the causal split runs the variant without any mask (the keys every row of a tile sees), then the plain
+    # kernel over the diagonal tiles: the variant's tiles need only be verified without the causal mask
+    split = use_ws and causal and table_split
+    if use_ws and not interpreting() and not ws_verified(cfg["BLOCK_M"], cfg["BLOCK_N"], bd, bdv, causal and not split):
         warnings.warn(f"scaled_dot_product_attention: the warp-specialized kernel is not verified at {key[:5]} "
                       f"{dict(key[6])} (wrong rows on Triton 3.6; see ws_verified); using the plain kernel",
                       RuntimeWarning, stacklevel=3)
@@ -565,15 +628,25 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     mk = mask if mask is not None else q  # an unused pointer when there is no mask (MASK_KIND == 0)
     ms = mask.stride() if mask is not None else (0, 0, 0, 0)
     num_m = -(-L // cfg["BLOCK_M"])
+    w = lse = None
+    if use_ws and split:  # the first part's float32 outputs: rows padded to whole tiles (16-byte aligned rows)
+        w, lse = split_workspace(Z * H, L, EV, cfg["BLOCK_M"], q.device)
+    ws_args = (w, lse, *(w.stride()[:2] if w is not None else (0, 0)), lse.stride(0) if lse is not None else 0)
     for zh0 in range(0, Z * H, _MAX_GRID_Y):
         n = min(_MAX_GRID_Y, Z * H - zh0)
-        args = (q, k, v, mk, out, *q.stride(), *k.stride(), *v.stride(), *ms, *out.stride(), H, L, S, E, EV, group_k,
-                group_v, zh0, float(qk_scale), int(causal_off))
+        grid = (n, num_m) if m_slow else (num_m, n)
+        pre = (q, k, v, mk, out, w if w is not None else q, lse if lse is not None else q)
+        args = (*pre, *q.stride(), *k.stride(), *v.stride(), *ms, *out.stride(), *ws_args[2:], H, L, S, E, EV,
+                group_k, group_v, zh0, float(qk_scale), int(causal_off))
         meta = dict(CAUSAL=bool(causal), MASK_KIND=mask_kind, EXP2=exp2, FOLD=fold, FTZ=ftz, PLAIN_MAX=plain_max,
-                    BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **kernel_dtypes(dt))
+                    BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, M_SLOW=m_slow, **kernel_dtypes(dt))
         if use_ws:
             try:
-                launch(_attn_fwd_kernel, (num_m, n), *args, TMA=True, **meta, **_ws_meta(cfg, S))
+                if split:  # the unmasked keys on the variant, then the diagonal tiles on the plain kernel
+                    launch(_attn_fwd_kernel, grid, *args, TMA=True, PART=1, **meta, **_ws_meta(cfg, S))
+                    launch(_attn_fwd_kernel, grid, *args, TMA=True, PART=2, **meta, **plain)
+                else:
+                    launch(_attn_fwd_kernel, grid, *args, TMA=True, **meta, **_ws_meta(cfg, S))
                 continue
             except Exception as e:  # noqa: BLE001 - compilation happens before anything is queued
                 warnings.warn(f"scaled_dot_product_attention: the warp-specialized kernel failed ({type(e).__name__}:"
@@ -584,7 +657,7 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
                 use_ws = False
         if use_tma:
             try:
-                launch(_attn_fwd_kernel, (num_m, n), *args, TMA=True, **meta, **plain)
+                launch(_attn_fwd_kernel, grid, *args, TMA=True, **meta, **plain)
                 continue
             except Exception as e:  # noqa: BLE001 - compilation happens before anything is queued
                 if tma is not None:
@@ -595,7 +668,7 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
                               RuntimeWarning, stacklevel=3)
                 _TMA_BROKEN.add(key)
                 use_tma = False
-        launch(_attn_fwd_kernel, (num_m, n), *args, TMA=False, **meta, **plain)
+        launch(_attn_fwd_kernel, grid, *args, TMA=False, **meta, **plain)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -865,7 +938,8 @@ def _shapes(q, k, v, gqa: bool):
 def _cost(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False) -> Cost:
     """Flops ``2 * pairs * (E + Ev)`` per (batch, head): ``4 * B * H * L * S * D`` when ``E == Ev``, with
     ``pairs = L * S`` or the visible pairs of a causal mask (about half). Bytes: q, k, v and the mask once each
-    (their own sizes: broadcast dims are not repeated) and the output."""
+    (their own sizes: broadcast dims are not repeated) and the output. Where the device's table takes the causal
+    split (:func:`split_workspace_bytes`), its float32 partials are workspace, written once and read once."""
     E, L, S, EV = query.shape[-1], query.shape[-2], key.shape[-2], value.shape[-1]
     bshape, heads = _shapes(query, key, value, enable_gqa)
     bh = numel(bshape) * heads
@@ -876,7 +950,12 @@ def _cost(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
     nbytes = sum(t.numel() * t.dtype.itemsize for t in (query, key, value))
     if isinstance(attn_mask, Tensor):
         nbytes += attn_mask.numel() * attn_mask.dtype.itemsize
-    return Cost(flops=2 * bh * pairs * (E + EV), bytes_read=nbytes, bytes_written=bh * L * EV * query.dtype.itemsize)
+    ws = 0
+    if causal and not isinstance(attn_mask, Tensor) and (query.device.type != "cpu" or interpreting()):
+        ws = split_workspace_bytes(query.device, query.dtype, bh, L, E, EV)
+    # the causal split writes its float32 partials once and reads them once
+    return Cost(flops=2 * bh * pairs * (E + EV), bytes_read=nbytes + ws,
+                bytes_written=bh * L * EV * query.dtype.itemsize + ws, workspace_bytes=ws)
 
 
 def _t(*shape, dtype=T.float32):
