@@ -194,6 +194,10 @@ def parse_args(argv):
     p.add_argument("--peer-python", default=os.environ.get("NBX_PEER_PYTHON", sys.executable),
                    help="the Python that runs benchmarks/peer_torch.py (default: this one)")
     p.add_argument("--list", action="store_true", help="print the variants and exit")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the variant list this many times, every other round in reverse order after 'table' "
+                        "(a card that warms up or throttles over the run favours the variants timed first: "
+                        "rounds in both orders show it); round r's rows are named 'VARIANT #r'")
     return p.parse_args(argv)
 
 
@@ -252,7 +256,11 @@ def main(argv=None) -> int:
     rows: list = []
     results: dict = {}  # variant -> label -> row
     stopped = None
-    for name, settings in variants:
+    order = []
+    for r in range(max(1, a.rounds)):  # 'table' first in every round: the reference of the output checks
+        seq = variants if r % 2 == 0 else variants[:1] + variants[:0:-1]
+        order += [(name if r == 0 else f"{name} #{r + 1}", settings) for name, settings in seq]
+    for name, settings in order:
         if stopped:
             break
         for shape, causal in shapes:
@@ -281,7 +289,7 @@ def main(argv=None) -> int:
                     fell = [str(w.message) for w in caught if "failed" in str(w.message)]
                     if fell:  # the op fell back to another kernel: the timing would not be this variant's
                         raise RuntimeError("fell back: " + fell[0])
-                    if name == "table":
+                    if name.split(" #")[0] == "table":
                         refs[lab] = out
                         worst = oracle_rows(q, k, v, causal, out, tol)
                         row["check"] = "oracle ok" if worst <= 0 else "ORACLE MISMATCH"
@@ -365,7 +373,8 @@ def print_table(results: dict, shapes, peer: dict, peak_tf, stopped, elapsed: fl
         names = {best.get(lb) for lb in lbls} - {None}
         if len(names) == 1:
             n = names.pop()
-            s = json.loads(results[n][lbls[0]]["settings"]) if n != "table" else "(the table's rule as it stands)"
+            s = json.loads(results[n][lbls[0]]["settings"]) if n.split(" #")[0] != "table" else \
+                "(the table's rule as it stands)"
             print(f"suggested sm90.json rule for bf16 hd128 {flag}: {json.dumps(s) if isinstance(s, dict) else s}"
                   + ("  [bound it with \"max_causal\": 1 or list it before the causal rule]" if flag == "non-causal"
                      and isinstance(s, dict) else ""))
