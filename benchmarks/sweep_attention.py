@@ -71,14 +71,12 @@ VARIANTS = [
     # Triton 3.6's warp specialization: benchmarks/probe_ws_attention.py); 128-row tiles first
     _v("ws m128 n128 s2", BLOCK_M=128, BLOCK_N=128, ws_warps=4, ws_stages=2, **_WS),
     # session 10: the causal split (the variant over each tile's unmasked keys, the plain kernel over the diagonal
-    # from its float32 partials) and the grid with the query tiles on the slow axis (M_SLOW: with the causal
-    # mask, the longest tiles of every head start first); without the causal mask the split is the variant itself
+    # from its float32 partials); without the causal mask it is the variant itself. H200, --rounds 2, batch 2:
+    # 4k causal 363/347 TFLOP/s against the table's 407/400, 16k causal 501/487 against 478/476. Tried and
+    # removed: the grid with the query tiles on its slow axis (every head's longest causal tiles first): causal
+    # 408/380 against 407/400, and 430/407 against 556/548 without the mask (K/V no longer shared in L2)
     _v("ws split m128 n128 s2", BLOCK_M=128, BLOCK_N=128, ws_warps=4, ws_stages=2, num_warps=8, num_stages=3,
        CAUSAL_SPLIT=True, **_WS),
-    _v("ws split m128 n128 s2 mslow", BLOCK_M=128, BLOCK_N=128, ws_warps=4, ws_stages=2, num_warps=8, num_stages=3,
-       CAUSAL_SPLIT=True, M_SLOW=True, **_WS),
-    _v("ws m128 n128 s2 mslow", BLOCK_M=128, BLOCK_N=128, ws_warps=4, ws_stages=2, M_SLOW=True, **_WS),
-    _v("m128 n128 w8 s3 mslow", BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3, M_SLOW=True, **_PLAIN),
     _v("ws m128 n128 s2 plainmax", BLOCK_M=128, BLOCK_N=128, ws_warps=4, ws_stages=2, PLAIN_MAX=True, **_WS),
     _v("ws m128 n64 s3", BLOCK_M=128, BLOCK_N=64, ws_warps=4, ws_stages=3, **_WS),
     _v("ws m128 n64 s4", BLOCK_M=128, BLOCK_N=64, ws_warps=4, ws_stages=4, **_WS),

@@ -47,7 +47,13 @@ bulk copies and two consumer groups of 4 warps) runs the whole key range as one 
 tile (the pass takes kernels of one loop whose loads are all descriptors'; the output is stored through a
 descriptor as well); it applies without a tensor mask when query, keys, values and output meet :func:`tma_ok`,
 and on GPUs at the tiles :func:`ws_verified` accepts. sm90.json selects it for bf16 prefill with head dim 128 and
-no causal mask (``BLOCK_M``/``BLOCK_N`` 128). On Hopper (the arch table's
+no causal mask (``BLOCK_M``/``BLOCK_N`` 128). With the causal mask the variant is wrong at those tiles, so the
+table's ``"CAUSAL_SPLIT"`` (sm90.json: bf16, head dim 128, more than 8192 query rows) runs it over the keys
+every row of a query tile sees, without any mask, writing the tile's normalized output and base-2 log-sum-exp in
+float32 to a workspace (:func:`split_workspace`, declared in the cost), and then the plain kernel over the
+diagonal tiles, starting from that state (``acc = out``, ``m = lse``, ``l = 1``). The workspace's round trip
+(``8 * Z * H * L * Ev`` bytes) costs more than the variant gains on short prompts (H200, batch 2, 32 heads:
+4k 355 against 404 TFLOP/s) and less on long ones (16k: 494 against 477). On Hopper (the arch table's
 ``"TMA"``) keys and values of 16-bit dtypes with aligned strides arrive through tensor descriptors (the bulk
 tensor copy engine: rows past ``S`` and columns past ``E`` are zero-filled by the hardware), else through
 masked pointer loads that Triton pipelines with ``cp.async``; both compile to ``wgmma`` on sm90 (checked
@@ -359,28 +365,20 @@ def _attn_fwd_kernel(Q, K, V, MASK, O, W, LSE,
                      BLOCK_DV: tl.constexpr, EVEN_D: tl.constexpr, EVEN_DV: tl.constexpr, UPCAST: tl.constexpr,
                      IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, TMA: tl.constexpr,
                      WARP_SPEC: tl.constexpr = False, EVEN_S: tl.constexpr = False,
-                     PLAIN_MAX: tl.constexpr = False, PART: tl.constexpr = 0, M_SLOW: tl.constexpr = False):
+                     PLAIN_MAX: tl.constexpr = False, PART: tl.constexpr = 0):
     """Attention forward for one tile of BLOCK_M query rows of one (batch, head): see the module docstring.
 
     ``PART`` (causal launches only; :func:`launch_attention`'s causal split): 0 the whole key range; 1 only the
     keys every row of the tile sees (``[0, full)``, no mask), the normalized partial output stored in float32 to
     ``W [Z*H, Lp, EV]`` and its base-2 log-sum-exp to ``LSE [Z*H, Lp]`` (the warp-specialized variant, through
     descriptors); 2 the rest (``[full, hi)``, the diagonal), its softmax state started from ``W`` and ``LSE``
-    (``acc = W``, ``m = LSE``, ``l = 1``: the same state as after the first part), the output to ``O``.
-    ``M_SLOW``: the grid is ``(Z*H, query tiles)`` instead of ``(query tiles, Z*H)``, so the hardware, which
-    starts programs in order of the grid's first axis fastest, starts the tiles of one query position of every
-    head together (with ``CAUSAL``, the longest tiles of every head first)."""
+    (``acc = W``, ``m = LSE``, ``l = 1``: the same state as after the first part), the output to ``O``."""
     num_m = tl.cdiv(L, BLOCK_M)
-    if M_SLOW:
-        pid_x = tl.program_id(1)
-        zh = tl.program_id(0) + zh_off
-    else:
-        pid_x = tl.program_id(0)
-        zh = tl.program_id(1) + zh_off
     if CAUSAL:
-        pid_m = num_m - 1 - pid_x  # longest tiles first: better balance of the last wave
+        pid_m = num_m - 1 - tl.program_id(0)  # longest tiles first: better balance of the last wave
     else:
-        pid_m = pid_x
+        pid_m = tl.program_id(0)
+    zh = tl.program_id(1) + zh_off
     z = (zh // H).to(tl.int64)
     h = zh % H
     kh = (h // GROUP_K).to(tl.int64)
@@ -520,16 +518,21 @@ _WS_BROKEN: set = set()  # launch keys whose warp-specialized kernel failed to c
 # its tiles (ws_verified): the plain one runs
 
 
-def ws_verified(block_m: int, block_n: int, block_d: int, block_dv: int, causal: bool) -> bool:
-    """Whether the warp-specialized variant computes right rows on GPUs at these tiles (Triton 3.6, H200).
+def ws_verified(block_m: int, block_n: int, block_d: int, block_dv: int, causal: bool, stages: int = 2) -> bool:
+    """Whether the warp-specialized variant computes right rows on GPUs at these tiles and pipeline ``stages``
+    (Triton 3.6, H200).
 
     Triton splits a 128-row query tile between two consumer warp groups. There, work on the tile's rows besides
     the two products went wrong: a pointer store of the output (now a descriptor store), and the causal diagonal
     mask, whether computed from the row index or loaded as a tile through a descriptor (rows 64-127 of each tile
     wrong); BLOCK_N 64 or a 64-wide head dim gave NaN (benchmarks/probe_ws_attention.py and GPU tier, session 9;
-    the tutorial's two-loop causal form fails to compile). Verified right: 64-row tiles
-    (no split; session 8), and 128 x 128 tiles with a head dim padded to 128 without the causal mask. Under the
-    interpreter every setting is right (it runs no warp specialization)."""
+    the tutorial's two-loop causal form fails to compile). 64-row tiles with 3 stages gave NaN too
+    (sweep_attention, m64 n64, head dim 128, session 10). Verified right: 64-row tiles with 2 stages (no split;
+    session 8, and the GPU tier's 64 x 64 tiles), and 128 x 128 tiles with a head dim padded to 128 without the
+    causal mask (2 stages; 3 do not fit in shared memory). Under the interpreter every setting is right (it runs
+    no warp specialization)."""
+    if stages > 2:
+        return False
     if block_m <= 64:
         return True
     return block_m == 128 and block_n == 128 and block_d == block_dv == 128 and not causal
@@ -603,7 +606,6 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     table_fold = bool(cfg.pop("FOLD_SCALE", True))
     plain_max = bool(cfg.pop("PLAIN_MAX", False))
     table_split = bool(cfg.pop("CAUSAL_SPLIT", False))
-    m_slow = bool(cfg.pop("M_SLOW", False))
     use_tma = (table_tma if tma is None else bool(tma)) and tma_ok(k, v)
     # a failure is remembered per kernel variant and settings, so one bad setting never disables the others
     key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index, tuple(sorted(cfg.items())))
@@ -614,7 +616,9 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     # the causal split runs the variant without any mask (the keys every row of a tile sees), then the plain
     # kernel over the diagonal tiles: the variant's tiles need only be verified without the causal mask
     split = use_ws and causal and table_split
-    if use_ws and not interpreting() and not ws_verified(cfg["BLOCK_M"], cfg["BLOCK_N"], bd, bdv, causal and not split):
+    ws_stages = cfg.get("ws_stages", cfg.get("num_stages", 3))  # unset: Triton's default, 3
+    if use_ws and not interpreting() and not ws_verified(cfg["BLOCK_M"], cfg["BLOCK_N"], bd, bdv, causal and not split,
+                                                         ws_stages):
         warnings.warn(f"scaled_dot_product_attention: the warp-specialized kernel is not verified at {key[:5]} "
                       f"{dict(key[6])} (wrong rows on Triton 3.6; see ws_verified); using the plain kernel",
                       RuntimeWarning, stacklevel=3)
@@ -634,12 +638,12 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     ws_args = (w, lse, *(w.stride()[:2] if w is not None else (0, 0)), lse.stride(0) if lse is not None else 0)
     for zh0 in range(0, Z * H, _MAX_GRID_Y):
         n = min(_MAX_GRID_Y, Z * H - zh0)
-        grid = (n, num_m) if m_slow else (num_m, n)
+        grid = (num_m, n)
         pre = (q, k, v, mk, out, w if w is not None else q, lse if lse is not None else q)
         args = (*pre, *q.stride(), *k.stride(), *v.stride(), *ms, *out.stride(), *ws_args[2:], H, L, S, E, EV,
                 group_k, group_v, zh0, float(qk_scale), int(causal_off))
         meta = dict(CAUSAL=bool(causal), MASK_KIND=mask_kind, EXP2=exp2, FOLD=fold, FTZ=ftz, PLAIN_MAX=plain_max,
-                    BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, M_SLOW=m_slow, **kernel_dtypes(dt))
+                    BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **kernel_dtypes(dt))
         if use_ws:
             try:
                 if split:  # the unmasked keys on the variant, then the diagonal tiles on the plain kernel
