@@ -431,8 +431,13 @@ def test_causal_split(E, ratio, Lk, Sk, dL, bm, device, monkeypatch):
         pytest.skip("tensor descriptors run under the interpreter or on sm90+")
     if bm and device == "cpu" and QUICK:
         pytest.skip("128-row tiles under the interpreter: slow; the quick matrix keeps the table's tiles")
+    import nbxtensor.ops.attention as A
     from nbxtensor.ops.attention import launch_attention
     from nbxtensor.runtime.configs import launch_config, override
+    # what the op remembers of other tests' launches in this process (a compile failure, a warned unverified
+    # setting) is not this test's: it starts from none
+    monkeypatch.setattr(A, "_WS_BROKEN", set())
+    monkeypatch.setattr(A, "_TMA_BROKEN", set())
     dt = T.bfloat16
     bd = max(16, 1 << (E - 1).bit_length())
     cfg = launch_config("sdpa_fwd", nbx.device(device), dtypes=(dt,), head_dim=bd, q_len=64, causal=2)
@@ -460,6 +465,30 @@ def test_causal_split(E, ratio, Lk, Sk, dL, bm, device, monkeypatch):
     check_close(out, ref, tol.rtol, tol.atol, mag, what=f"causal split E={E} L={L} S={S} BLOCK_M={tiles['BLOCK_M']}")
     if off < 0:
         assert np.all(host(out)[:, :, :-off] == 0)
+
+
+def test_causal_split_not_disabled_by_the_unverified_variant(monkeypatch):
+    """The op remembers per launch key that the warp-specialized variant is not verified (causal, 128-row tiles)
+    or failed; the causal split at the same tiles is another variant with a key of its own, so it still runs after
+    that warning (the GPU tier ran the two tests in one worker and the split silently took the plain kernel)."""
+    import nbxtensor.ops.attention as A
+    from nbxtensor.runtime.configs import override
+    monkeypatch.setattr(A, "_WS_BROKEN", set())
+    monkeypatch.setattr(A, "interpreting", lambda: False)  # GPU rules for ws_verified, on whatever runs the kernel
+    rng = np.random.default_rng(3)
+    q = dev(draw(rng, (1, 1, 16, 128), T.bfloat16), "cpu")  # head dim 128: the split's verified tiles
+    out = nbx.empty(1, 1, 16, 128, dtype=nbx.bfloat16)
+    seen = []
+    monkeypatch.setattr(A, "launch", lambda kernel, grid, *args, **meta: seen.append(meta.get("PART")))
+    tiles = dict(BLOCK_M=128, BLOCK_N=128, ws_warps=4, ws_stages=2, TMA=True, WARP_SPEC=True)
+    with override("sdpa_fwd", **tiles), warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always", RuntimeWarning)
+        A.launch_attention(q, q, q, None, out, scale=0.25, causal=True, causal_off=0, group_k=1, group_v=1, tma=True)
+    assert any("not verified" in str(w.message) for w in warned) and seen == [None] and len(A._WS_BROKEN) == 1
+    seen.clear()
+    with override("sdpa_fwd", CAUSAL_SPLIT=True, **tiles):
+        A.launch_attention(q, q, q, None, out, scale=0.25, causal=True, causal_off=0, group_k=1, group_v=1, tma=True)
+    assert seen == [1, 2]
 
 
 def test_causal_split_cost(monkeypatch):

@@ -608,7 +608,9 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     table_split = bool(cfg.pop("CAUSAL_SPLIT", False))
     use_tma = (table_tma if tma is None else bool(tma)) and tma_ok(k, v)
     # a failure is remembered per kernel variant and settings, so one bad setting never disables the others
-    key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index, tuple(sorted(cfg.items())))
+    # (the split is part of the variant: the unverified causal variant must not disable the split, nor the reverse)
+    key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index,
+           tuple(sorted({**cfg, **({"CAUSAL_SPLIT": True} if table_split and causal else {})}.items())))
     if tma is None and key in _TMA_BROKEN:
         use_tma = False
     # the variant loads the query and stores the output through descriptors, so both meet TMA's rules too
