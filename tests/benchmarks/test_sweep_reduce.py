@@ -55,8 +55,8 @@ def test_check_same_tells_match_from_mismatch():
 def test_smoke_run_writes_checked_rows(tmp_path):
     env = dict(os.environ, NBX_TRITON_INTERPRET="1", PYTHONPATH=os.path.join(REPO, "src"))
     proc = subprocess.run([sys.executable, os.path.join(BENCH, "sweep_reduce.py"), "--device", "cpu", "--smoke",
-                           "--out", str(tmp_path), "--cases", "rms_norm,max(dim=0)", "--budget-s", "100"],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
+                           "--out", str(tmp_path), "--cases", "rms_norm,max(dim=0)", "--budget-s", "250"],
+                          capture_output=True, text=True, env=env, timeout=400, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = list(csv.DictReader(open(tmp_path / "sweep_reduce.csv", encoding="utf-8")))
     assert {r["case"] for r in rows} == {"rms_norm", "max(dim=0)"}
