@@ -192,6 +192,10 @@ def parse_args(argv):
     p.add_argument("--peer-python", default=os.environ.get("NBX_PEER_PYTHON", sys.executable),
                    help="the Python that runs benchmarks/peer_torch.py (default: this one)")
     p.add_argument("--list", action="store_true", help="print the variants and exit")
+    p.add_argument("--tokens", default="", help="comma-separated sequence lengths to time instead of 4096,16384 "
+                   "(query length = key length), each without and with the causal mask")
+    p.add_argument("--causal-only", action="store_true", help="only the causal shapes")
+    p.add_argument("--batch", type=int, default=2, help="batch of the shapes (default 2; 32 heads, head dim 128)")
     p.add_argument("--rounds", type=int, default=1,
                    help="run the variant list this many times, every other round in reverse order after 'table' "
                         "(a card that warms up or throttles over the run favours the variants timed first: "
@@ -227,6 +231,11 @@ def main(argv=None) -> int:
         return 2
     facts, timing, clock, run_id, commit, date = st.facts, st.timing, st.clock, st.run_id, st.commit, st.date
     shapes = SMOKE_SHAPES if a.smoke else SHAPES
+    if not a.smoke and (a.tokens or a.batch != 2):
+        tokens = [int(t) for t in a.tokens.split(",")] if a.tokens else [4096, 16384]
+        shapes = [((a.batch, 32, n, 128), c) for n in tokens for c in (False, True)]
+    if a.causal_only:
+        shapes = [sc for sc in shapes if sc[1]]
     peaks = {}
     if dev != "cpu":
         from bench_ops import FACTS_DIR, PEAKS_FILE
