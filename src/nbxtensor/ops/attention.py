@@ -52,8 +52,10 @@ table's ``"CAUSAL_SPLIT"`` (sm90.json: bf16, head dim 128, more than 8192 query 
 every row of a query tile sees, without any mask, writing the tile's normalized output and base-2 log-sum-exp in
 float32 to a workspace (:func:`split_workspace`, declared in the cost), and then the plain kernel over the
 diagonal tiles, starting from that state (``acc = out``, ``m = lse``, ``l = 1``). The workspace's round trip
-(``8 * Z * H * L * Ev`` bytes) costs more than the variant gains on short prompts (H200, batch 2, 32 heads:
-4k 355 against 404 TFLOP/s) and less on long ones (16k: 494 against 477). On Hopper (the arch table's
+(``8 * Z * H * L * Ev`` bytes) costs more than the variant gains on short prompts and less on long ones (H200,
+32 heads, sweep_attention --rounds 2 in alternating order, split against plain, TFLOP/s: batch 2 at 4k 355
+against 404 and at 16k 494 against 477; batch 1 at 4k 336 / 351, 8k 439 / 437, 12k 479 / 462, 16k 502 / 488,
+32k 527 / 478), hence the table's bound of 8192 query rows. On Hopper (the arch table's
 ``"TMA"``) keys and values of 16-bit dtypes with aligned strides arrive through tensor descriptors (the bulk
 tensor copy engine: rows past ``S`` and columns past ``E`` are zero-filled by the hardware), else through
 masked pointer loads that Triton pipelines with ``cp.async``; both compile to ``wgmma`` on sm90 (checked
