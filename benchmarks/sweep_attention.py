@@ -74,7 +74,10 @@ VARIANTS = [
     # from its float32 partials); without the causal mask it is the variant itself. H200, --rounds 2, batch 2:
     # 4k causal 363/347 TFLOP/s against the table's 407/400, 16k causal 501/487 against 478/476. Tried and
     # removed: the grid with the query tiles on its slow axis (every head's longest causal tiles first): causal
-    # 408/380 against 407/400, and 430/407 against 556/548 without the mask (K/V no longer shared in L2)
+    # 408/380 against 407/400, and 430/407 against 556/548 without the mask (K/V no longer shared in L2).
+    # Plain tiles for short causal prompts (--batch 1 --causal-only --tokens 4096,8192 --rounds 2): the table's
+    # m128 n128 w8 s3 377/378 and 455-458 TFLOP/s; m128 n64 s3 357/356, 426-431; m128 n64 s4 352-354, 424-429;
+    # m64 n64 s2 347-351, 408-411; m64 n128 s2 286, 324-326
     _v("ws split m128 n128 s2", BLOCK_M=128, BLOCK_N=128, ws_warps=4, ws_stages=2, num_warps=8, num_stages=3,
        CAUSAL_SPLIT=True, **_WS),
     _v("ws m128 n128 s2 plainmax", BLOCK_M=128, BLOCK_N=128, ws_warps=4, ws_stages=2, PLAIN_MAX=True, **_WS),
