@@ -636,16 +636,15 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     mk = mask if mask is not None else q  # an unused pointer when there is no mask (MASK_KIND == 0)
     ms = mask.stride() if mask is not None else (0, 0, 0, 0)
     num_m = -(-L // cfg["BLOCK_M"])
-    w = lse = None
+    w, lse, w_strides = q, q, (0, 0, 0)  # unused pointers without the split (PART 0)
     if use_ws and split:  # the first part's float32 outputs: rows padded to whole tiles (16-byte aligned rows)
         w, lse = split_workspace(Z * H, L, EV, cfg["BLOCK_M"], q.device)
-    ws_args = (w, lse, *(w.stride()[:2] if w is not None else (0, 0)), lse.stride(0) if lse is not None else 0)
+        w_strides = (*w.stride()[:2], lse.stride(0))
     for zh0 in range(0, Z * H, _MAX_GRID_Y):
         n = min(_MAX_GRID_Y, Z * H - zh0)
         grid = (num_m, n)
-        pre = (q, k, v, mk, out, w if w is not None else q, lse if lse is not None else q)
-        args = (*pre, *q.stride(), *k.stride(), *v.stride(), *ms, *out.stride(), *ws_args[2:], H, L, S, E, EV,
-                group_k, group_v, zh0, float(qk_scale), int(causal_off))
+        args = (q, k, v, mk, out, w, lse, *q.stride(), *k.stride(), *v.stride(), *ms, *out.stride(), *w_strides, H, L,
+                S, E, EV, group_k, group_v, zh0, float(qk_scale), int(causal_off))
         meta = dict(CAUSAL=bool(causal), MASK_KIND=mask_kind, EXP2=exp2, FOLD=fold, FTZ=ftz, PLAIN_MAX=plain_max,
                     BLOCK_D=bd, BLOCK_DV=bdv, EVEN_D=E == bd, EVEN_DV=EV == bdv, **kernel_dtypes(dt))
         if use_ws:
