@@ -323,3 +323,72 @@ def test_the_audit_sees_each_forbidden_pattern():
         assert pat in old, (pat, old)
     assert "arith.maxnumf (TTIR)" in old
     assert ptx_violations(compile_sm90(_old, (x, x), {"HELPERS": True}), "_old") == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Programmatic dependent launch (runtime/pdl.py)
+# ---------------------------------------------------------------------------------------------------------
+_GLOBAL_LOAD = re.compile(r"\b(?:ld|cp\.async(?:\.bulk)?(?:\.tensor)?)(?:\.[a-z0-9:]+)*\.global\b|\bld\.global\b")
+_GLOBAL_WRITE = re.compile(r"\b(?:st|atom|red)(?:\.[a-z0-9]+)*\.global\b")
+
+
+def _pdl_cases():
+    from nbxtensor.ops import registry
+    from nbxtensor.ops.matmul import linear
+    from nbxtensor.quant.int4 import QuantLinear, int4_linear
+    kv_cache_append = registry.get("kv_cache_append").extra["function"]
+    bf = nbx.bfloat16
+    ql, xq = QuantLinear.quantize(_t(64, 256), group_size=32, scale_dtype=bf), _t(1, 256, dtype=bf)
+    qw, xw = QuantLinear.quantize(_t(64, 4096), group_size=32, scale_dtype=bf), _t(1, 4096, dtype=bf)
+    x, w = _t(1, 2048, dtype=bf), _t(256, 2048, dtype=bf)
+    a, b = _t(3, 500, dtype=bf), _t(3, 500, dtype=bf)
+    h, nw = _t(1, 4096, dtype=bf), _t(4096, dtype=bf)
+    kc, vc = _t(1, 2, 16, 64, dtype=bf), _t(1, 2, 16, 64, dtype=bf)
+    kn, vn, lens = _t(1, 2, 1, 64, dtype=bf), _t(1, 2, 1, 64, dtype=bf), nbx.tensor([3], dtype=nbx.int32)
+    return [
+        ("gemv", lambda: linear(x, w), ["_gemv_kernel"]),
+        ("rms_norm", lambda: F.rms_norm(h, [4096], nw, 1e-5), ["_norm_rows_kernel"]),
+        ("rope", _rope(), ["_rope_kernel"]),
+        ("decode", _decode(bf), ["_decode_split_kernel", "_decode_combine_kernel"]),
+        ("kv_append", lambda: kv_cache_append(kc, vc, lens, kn, vn, check=False), ["_kv_append_kernel"]),
+        ("mul", lambda: a * b, ["_pw2"]),
+        ("int4_gemv", lambda: int4_linear(xq, ql.qweight, ql.scales, ql.mins, group_size=32), ["_int4_gemv_kernel"]),
+        ("int4_gemv-word", lambda: int4_linear(xw, qw.qweight, qw.scales, qw.mins, group_size=32),
+         ["_int4_gemv_w_kernel"]),
+    ]
+
+
+@pytest.mark.parametrize("i", range(8), ids=["gemv", "rms_norm", "rope", "decode", "kv_append", "mul", "int4_gemv",
+                                              "int4_gemv-word"])
+def test_pdl_kernels_wait_before_touching_memory(i, monkeypatch):
+    """With programmatic dependent launch on (sm_90; forced here on the CPU's captured launches), each kernel of a
+    decode step is compiled with ``launch_pdl`` and its PTX executes ``griddepcontrol.wait`` before any global
+    store, atomic or load, then ``griddepcontrol.launch_dependents``. With ``PDL=0`` in the config the same
+    launch has no ``griddepcontrol`` at all."""
+    from nbxtensor.runtime import configs, pdl
+    name, factory, expected = _pdl_cases()[i]
+    monkeypatch.setattr(pdl, "supported", lambda device: True)
+    with captured(monkeypatch) as got:
+        pass
+    for on in (True, False):
+        with contextlib.ExitStack() as st:
+            if not on:
+                for op in ("gemv", "norm_rows", "rope", "decode_attention", "kv_append", "pointwise", "int4_gemv"):
+                    st.enter_context(configs.override(op, PDL=0))
+            got.clear()
+            factory()
+            launches = [(k, a, m) for k, a, m in got if k.__name__ in expected]
+            assert [k.__name__ for k, _, _ in launches] == expected, (name, [k.__name__ for k, _, _ in got])
+            for kernel, args, meta in launches:
+                assert meta.get("launch_pdl") is on and meta.get("PDL") is on, (name, meta)
+                c = compile_sm90(kernel, args, meta)
+                ptx = c.asm["ptx"]
+                if not on:
+                    assert "griddepcontrol" not in ptx, name
+                    continue
+                assert c.metadata.launch_pdl, name
+                cut = ptx.find("griddepcontrol.wait")
+                assert cut > 0 and "griddepcontrol.launch_dependents" in ptx[cut:], name
+                before = ptx[:cut]
+                assert not _GLOBAL_WRITE.search(before), (name, _GLOBAL_WRITE.findall(before))
+                assert not _GLOBAL_LOAD.search(before), (name, _GLOBAL_LOAD.findall(before))

@@ -67,6 +67,9 @@ from ..dtypes.casting import cast_array
 from ..runtime import configs as _cfgmod
 from ..runtime.configs import launch_config
 from ..runtime.launcher import Tail, interpreting, launch, launch_tail
+from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import settings as pdl_settings
+from ..runtime.pdl import wait as pdl_wait
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from . import dispatch, registry
@@ -307,7 +310,7 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
                          IN_DT: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr, LAZY_L: tl.constexpr = False,
                          FUSE: tl.constexpr = False, FUSE_S: tl.constexpr = 8, FUSE_DV: tl.constexpr = 32,
                          FUSE_ONE: tl.constexpr = False, FOLD: tl.constexpr = 0, FOLD_H: tl.constexpr = 16,
-                         FOLD_G: tl.constexpr = 0):
+                         FOLD_G: tl.constexpr = 0, PDL: tl.constexpr = False):
     """Partial attention of one split of the keys of one (sequence, kv head, block of its query heads).
 
     Grid ``(B * Hkv * HBLK, NS)``. The split's keys are ``[split * chunk, min((split + 1) * chunk, n_b))`` with
@@ -331,7 +334,10 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
     (sequence, kv head)'s
     counter; the last group folds the ``NG = cdiv(NS, FOLD_G)`` group partials in group order. Counters: the
     group's at ``LOCKS[pid * NG + g]``, the pair's at ``LOCKS[P * NG + pid]`` (``P`` programs along axis 0).
-    Both levels have a fixed order: the bits do not depend on the order in which programs finish."""
+    Both levels have a fixed order: the bits do not depend on the order in which programs finish. PDL:
+    runtime/pdl.py."""
+    pdl_wait(PDL)
+    pdl_launch_dependents(PDL)
     pid = tl.program_id(0)
     split = tl.program_id(1)
     hb = pid % HBLK
@@ -444,13 +450,16 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
 @jit(do_not_specialize=["NS", "Hq", "cap", "min_chunk", "moff", "loff"])
 def _decode_combine_kernel(WS, O, LENS, NS, Hq, EV, cap, min_chunk, moff, loff, syb, syh, syd,
                            HAS_LENS: tl.constexpr, SPLIT_N: tl.constexpr, BLOCK_S: tl.constexpr,
-                           BLOCK_DV: tl.constexpr, ACC: tl.constexpr, ONE: tl.constexpr = False):
+                           BLOCK_DV: tl.constexpr, ACC: tl.constexpr, ONE: tl.constexpr = False,
+                           PDL: tl.constexpr = False):
     """Combine the partials of one (sequence, head) and ``BLOCK_DV`` output columns (grid ``(B * Hq,
     cdiv(Ev, BLOCK_DV))``) in split order: ``out = sum_s w_s acc_s / sum_s w_s l_s`` with ``w_s = exp2(m_s -
     max_s m_s)``, over the splits that hold keys (``SPLIT_N``: the split kernel's ``BLOCK_N``, for
     :func:`_chunk_of`). A fixed loop order and fixed reduction trees: the same inputs give the same bits.
     ``ONE``: every split fits one ``BLOCK_S`` block (the host checked ``NS <= BLOCK_S``): ``m``, ``l`` and the
-    partial rows are loaded once, together, with the same sums as the loop's single step."""
+    partial rows are loaded once, together, with the same sums as the loop's single step. PDL: runtime/pdl.py."""
+    pdl_wait(PDL)
+    pdl_launch_dependents(PDL)
     bh = tl.program_id(0).to(tl.int64)
     b = bh // Hq
     h = bh % Hq
@@ -500,9 +509,12 @@ def _kv_append_kernel(KN, VN, KC, VC, LENS, BT, ERR,
                       skb, sks, skh, skd, svb, svs, svh, svd, sbt,
                       T, Hkv, E, EV, cap, num_pages,
                       PAGED: tl.constexpr, PAGE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
-                      BLOCK_DV: tl.constexpr):
+                      BLOCK_DV: tl.constexpr, PDL: tl.constexpr = False):
     """Write new row ``t`` of sequence ``b`` (all kv heads) at position ``cache_seqlens[b] + t``; a position
-    outside the capacity or a page id outside ``[0, num_pages)`` writes nothing and sets ``ERR``."""
+    outside the capacity or a page id outside ``[0, num_pages)`` writes nothing and sets ``ERR``. PDL:
+    runtime/pdl.py."""
+    pdl_wait(PDL)
+    pdl_launch_dependents(PDL)
     pid = tl.program_id(0)
     b = (pid // T).to(tl.int64)
     t = pid % T
@@ -690,12 +702,14 @@ def _make_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor | None, out: Tensor
         p.meta.update(FUSE=True, FOLD=fold, FOLD_H=min(block_h, _pow2(group, 1)), FOLD_G=fgroup)
     elif p.fuse:
         p.meta.update(FUSE=True, FUSE_S=fs, FUSE_DV=fdv, FUSE_ONE=_pow2(splits, 1) <= fs)
+    pdl = pdl_settings(cfg, dev)
+    p.meta.update(pdl)
     p.meta_ptr = {**p.meta, "TMA": False}  # a launch whose key or value base is not 16-byte aligned
     cdv = min(bdv, _pow2(cfg.get("combine_dv", bdv)))
     p.cgrid = (B * Hq, -(-EV // cdv))
     p.cargs = (splits, Hq, EV, cap, mc, moff, loff, *_rows(out))
     p.cmeta = dict(HAS_LENS=lens is not None, SPLIT_N=cfg["BLOCK_N"], BLOCK_S=min(_pow2(splits, 1), cfg["BLOCK_S"]),
-                   BLOCK_DV=cdv, ACC=dk["ACC"])
+                   BLOCK_DV=cdv, ACC=dk["ACC"], **pdl)
     # combine_one: when every split fits one BLOCK_S block, the combine loads m, l and acc once, all at once (one
     # L2 round trip instead of two passes)
     if cfg.get("combine_one", False) and _pow2(splits, 1) <= p.cmeta["BLOCK_S"]:
@@ -834,6 +848,7 @@ def launch_append(kc: Tensor, vc: Tensor, lens: Tensor, kn: Tensor, vn: Tensor, 
             sbt = 0
         cfg = launch_config("kv_append", kc.device, dtypes=(kc.dtype,), head_dim=max(E, EV))
         bh = min(_pow2(hkv, 1), cfg.pop("max_block_h"))
+        cfg.update(pdl_settings(cfg, kc.device))
         if len(_APPEND_PLANS) >= 1024:
             _APPEND_PLANS.clear()
         hit = _APPEND_PLANS[key] = ((B * T_,), Tail(

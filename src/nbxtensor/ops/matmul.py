@@ -79,6 +79,9 @@ from ..dtypes.table import DType
 from ..runtime import configs as _configs
 from ..runtime.configs import launch_config
 from ..runtime.launcher import LaunchPlan, Recording, interpreting, launch, make_launch_plan, scratch, unrecorded
+from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import settings as pdl_settings
+from ..runtime.pdl import wait as pdl_wait
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..shapes import broadcast_shapes, compute_view_strides, numel, storage_span
 from ..tensor.core import Tensor, host_view, make_tensor, new_empty
@@ -266,9 +269,11 @@ def _gemv_kernel(X, W, OUT, C, R, WS, LOCKS, M, N, K, MN, K_SPLIT, NSPLIT,
                  ACC: tl.constexpr,
                  PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_K: tl.constexpr, SPLIT: tl.constexpr,
                  HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, ALPHA_ONE: tl.constexpr,
-                 BETA_ONE: tl.constexpr, EXACT: tl.constexpr):
+                 BETA_ONE: tl.constexpr, EXACT: tl.constexpr, PDL: tl.constexpr = False):
     # out[m, n] = sum_k x[m, k] * w[n, k] over this program's K range [k0, k_end); K_SPLIT is a multiple of
-    # BLOCK_K (of BLOCK_K * UNROLL when EVEN_K).
+    # BLOCK_K (of BLOCK_K * UNROLL when EVEN_K). PDL: runtime/pdl.py (the wait before any memory access).
+    pdl_wait(PDL)
+    pdl_launch_dependents(PDL)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -508,6 +513,7 @@ def _launch_gemv(x: Tensor, w: Tensor, out: Tensor, c, r, alpha, beta, act, cfg:
     ws = new_empty((split * M * N,), T.float64 if dt is T.float64 else T.float32, dev) if use_split else out
     locks = _locks(dev, n_tiles) if use_split else out
     per_sm = int(cfg.get("PERSIST", 0)) if M == 1 and not use_split and K > 0 and K % ch == 0 else 0
+    pdl = pdl_settings(cfg, dev)
     grid0 = n_tiles
     if per_sm > 0:  # persistent programs: at most per_sm per SM, each looping over row tiles
         grid0 = min(n_tiles, per_sm * _sm_count(-1 if dev.type == "cpu" else dev.index or 0))
@@ -520,7 +526,7 @@ def _launch_gemv(x: Tensor, w: Tensor, out: Tensor, c, r, alpha, beta, act, cfg:
                  PERSIST=per_sm > 0, DOT_T=bool(cfg.get("DOT_T", False)), EVICT_W=str(cfg.get("EVICT_W", "")), ACC=_acc_dtype(dt),
                  PRECISION=_precision(dt), UPCAST=interpreting() and dt.itemsize == 2, EVEN_K=even, SPLIT=use_split,
                  HAS_C=c is not None, HAS_R=r is not None, ACT=_ACT_CODE[act], ALPHA_ONE=alpha == 1,
-                 BETA_ONE=beta == 1, EXACT=interpreting(), num_warps=cfg.get("num_warps", 4),
+                 BETA_ONE=beta == 1, EXACT=interpreting(), **pdl, num_warps=cfg.get("num_warps", 4),
                  num_stages=cfg.get("num_stages", 3)),
             ws=ws if use_split else None, locks=(locks, n_tiles) if use_split else None)
 

@@ -59,6 +59,9 @@ from ..shapes import numel
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from .fast_math16 import _rcpz
+from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import settings as pdl_settings
+from ..runtime.pdl import wait as pdl_wait
 from .reduction import FLOATS, cdiv, launch_quiet, loop_meta, out_convert, persistent_grid, welford_combine
 from .registry import Cost, OpRecord, register
 from .triton_helpers import TL_DTYPES, convert, div_rn, rcp_rn, sqrt_rn
@@ -228,7 +231,7 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
                       ROW_STAGES: tl.constexpr, EVICT: tl.constexpr, EVICT2: tl.constexpr, HW_CVT: tl.constexpr,
                       EVEN: tl.constexpr = False, LANE_STATS: tl.constexpr = False, CHUNK: tl.constexpr = 0,
                       FULL: tl.constexpr = False, WARP_STATS: tl.constexpr = 0, EVICT_W: tl.constexpr = "",
-                      PARAMS_ACC: tl.constexpr = False, STATS_OUT: tl.constexpr = False):
+                      PARAMS_ACC: tl.constexpr = False, STATS_OUT: tl.constexpr = False, PDL: tl.constexpr = False):
     """Normalise the contiguous ``(M, N)`` input BLOCK_M rows at a time; program ``pid`` takes the row blocks
     ``pid, pid + grid, ...`` of NBLK (one each unless the grid is persistent). Element n of row r uses affine
     parameter ``(r % G) * CPG + n // HW`` (layer_norm/rms_norm: G = HW = 1). SHARED (one tile, every row uses
@@ -250,7 +253,9 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
     host passes the number of warps, 0 = off): :func:`_one_tile_warp_stats`. EVICT_W: the L1/L2 policy of the
     weight and bias loads; PARAMS_ACC (SHARED): weight and bias converted to ACC once, before the row loop.
     STATS_OUT (looped path; group_norm's ``SPLIT_STATS``): the statistics only, ``y[r] = mean`` and ``y[M + r] =
-    var`` (biased) in ACC, no output pass."""
+    var`` (biased) in ACC, no output pass. PDL: runtime/pdl.py (the wait before any memory access)."""
+    pdl_wait(PDL)
+    pdl_launch_dependents(PDL)
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
     n_f = N * tl.full([], 1, ACC)  # N in ACC, by arithmetic (an int argument equal to 1 arrives as a constexpr)
@@ -508,7 +513,9 @@ def launch_norm_rows(x: Tensor, w: Tensor | None, b: Tensor | None, y: Tensor, *
     chunk = int(cfg.pop("CHUNK", 0)) if not one else 0
     check(chunk == 0 or (chunk & (chunk - 1) == 0 and cfg["BLOCK_N"] % chunk == 0), lambda: f"{op}: config CHUNK "
           f"expected 0 or a power of two dividing BLOCK_N = {cfg['BLOCK_N']}, got {chunk}", ValueError)
+    pdl = pdl_settings(cfg, x.device)
     meta = loop_meta(cfg)
+    meta.update(pdl)
     meta["EVEN"] = even
     meta["LANE_STATS"] = lane_stats
     meta["CHUNK"] = chunk

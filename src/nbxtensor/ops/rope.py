@@ -48,6 +48,9 @@ from ..dtypes.tolerance import Tolerance, tolerance
 from ..runtime.configs import launch_config
 from ..runtime.configs import state as config_state
 from ..runtime.launcher import Tail, launch, launch_tail
+from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import settings as pdl_settings
+from ..runtime.pdl import wait as pdl_wait
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from . import registry
@@ -281,9 +284,11 @@ class RotaryEmbedding:
 def _rope_kernel(XQ, YQ, XK, YK, POS, INV, S, HQ, HK, R2, D, attn_scale,
                  sqb, sqh, sqs, syqb, syqh, syqs, skb, skh, sks, sykb, sykh, syks, spb, sps,
                  INTERLEAVED: tl.constexpr, COPY_REST: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_R: tl.constexpr,
-                 BLOCK_P: tl.constexpr, ACC: tl.constexpr):
+                 BLOCK_P: tl.constexpr, ACC: tl.constexpr, PDL: tl.constexpr = False):
     """Rotate every head of token ``program_id(0)`` of q (``program_id(1) == 0``) or k (``== 1``). The head dim
-    has stride 1 (the host makes it so)."""
+    has stride 1 (the host makes it so). PDL: runtime/pdl.py."""
+    pdl_wait(PDL)
+    pdl_launch_dependents(PDL)
     pid = tl.program_id(0)
     b = (pid // S).to(tl.int64)
     s = (pid % S).to(tl.int64)
@@ -352,6 +357,7 @@ def launch_rope(q: Tensor, yq: Tensor, k: Tensor | None, yk: Tensor | None, pos:
         hk = k.shape[1] if k is not None else 0
         acc = "float64" if q.dtype is T.float64 else "float32"
         bp = cfg.pop("BLOCK_P")
+        cfg.update(pdl_settings(cfg, q.device))
         strides = (q.stride(0), q.stride(1), q.stride(2), yq.stride(0), yq.stride(1), yq.stride(2),
                    kk.stride(0), kk.stride(1), kk.stride(2), ykk.stride(0), ykk.stride(1), ykk.stride(2),
                    pos.stride(0), pos.stride(1))

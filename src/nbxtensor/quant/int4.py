@@ -80,6 +80,9 @@ from ..ops.triton_helpers import TL_DTYPES, convert
 from ..runtime import configs as _configs
 from ..runtime.configs import launch_config
 from ..runtime.launcher import interpreting
+from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import settings as pdl_settings
+from ..runtime.pdl import wait as pdl_wait
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from .int4_tc import launch_int4_gemv_tc, tc_eligible
@@ -254,7 +257,7 @@ def _int4_gemv_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLIT,
                       G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr, HAS_MIN: tl.constexpr,
                       HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, ACC: tl.constexpr,
                       FAST_Q: tl.constexpr, DECODE_ASM: tl.constexpr, EVEN: tl.constexpr, SPLIT: tl.constexpr,
-                      EVICT_W: tl.constexpr, EXACT: tl.constexpr):
+                      EVICT_W: tl.constexpr, EXACT: tl.constexpr, PDL: tl.constexpr = False):
     # out[m, n] = sum_g (s[n,g] * sum_j q[n,g,j] x[m,g,j] + min[n,g] * sum_j x[m,g,j]) over this program's
     # groups [g_lo, g_hi). Each step reads a (BLOCK_N, BLOCK_B) tile of packed bytes (16-byte loads along the
     # row); byte j of a group holds codes j (low nibble) and j + G/2 (high nibble), so x splits into two
@@ -264,6 +267,9 @@ def _int4_gemv_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLIT,
     # Z (0) is not specialized, so the scale loads have no known alignment: they get one element per thread with
     # groups along the lanes, the layout of the per-group sums when a lane holds one group (BLOCK_B = 32 * G/2);
     # a vectorized scale load would have another layout and the sums would go through shared memory every step.
+    # PDL: runtime/pdl.py (the wait before any memory access).
+    pdl_wait(PDL)
+    pdl_launch_dependents(PDL)
     H: tl.constexpr = G // 2
     NGC: tl.constexpr = BLOCK_B // H
     pid = tl.program_id(0)
@@ -496,9 +502,10 @@ def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLI
                         G: tl.constexpr, BLOCK_N: tl.constexpr, NGC: tl.constexpr, HAS_MIN: tl.constexpr,
                         HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr, WASM: tl.constexpr,
                         XBF16: tl.constexpr, SPLIT: tl.constexpr, PERSIST: tl.constexpr, EVICT_W: tl.constexpr,
-                        PREFETCH: tl.constexpr, STAGES: tl.constexpr, EVEN: tl.constexpr, EXACT: tl.constexpr):
+                        PREFETCH: tl.constexpr, STAGES: tl.constexpr, EVEN: tl.constexpr, EXACT: tl.constexpr,
+                        PDL: tl.constexpr = False):
     # The word-decode variant of _int4_gemv_kernel (group 32, 16-bit activations with unit stride; EVEN: whole
-    # steps, else the last step of a range masked).
+    # steps, else the last step of a range masked). PDL: runtime/pdl.py.
     # Column j (0..3) of a group takes the group's 16-bit halfwords j and 4 + j (bytes 2j, 2j+1, 8+2j, 9+2j),
     # joined into one int32 word v; its 8 codes are decoded with 12 integer instructions (_word_codes: low
     # nibbles as 16 + q/16, high nibbles as 1 + q/16) and multiplied by x in one FFMA chain:
@@ -510,6 +517,8 @@ def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLI
     # all take one layout (4 columns = one group per thread; the group sums stay in the thread) and nothing
     # goes through shared memory. PERSIST (no split-K): fewer programs than (row tile, x row) pairs, each
     # looping over pairs pid, pid + P, ...
+    pdl_wait(PDL)
+    pdl_launch_dependents(PDL)
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     W16 = W.to(tl.pointer_type(tl.int16), bitcast=True)
@@ -610,6 +619,7 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
     even = NG % ngc == 0 and (not use_split or g_split % ngc == 0)
     exact = interpreting()
     fast_q = bool(cfg.get("FAST_Q", True)) and x.dtype.itemsize == 2
+    pdl = pdl_settings(cfg, dev)
     ws = new_empty((split * M * N,), T.float64 if x.dtype is T.float64 else T.float32, dev) if use_split else out
     locks = _locks(dev, n_tiles * M) if use_split else out
     c = bias if bias is not None else out
@@ -633,7 +643,7 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
                      HAS_R=residual is not None, ACT=_ACT_CODE[activation], WASM=not exact and bool(cfg.get("WORD_ASM", True)),
                      XBF16=x.dtype is T.bfloat16, SPLIT=use_split, PERSIST=per_sm > 0,
                      EVICT_W=str(cfg.get("EVICT_W", "")), PREFETCH=bool(cfg.get("PREFETCH", False)),
-                     STAGES=int(cfg.get("LOOP_STAGES", 1)), EVEN=even, EXACT=exact,
+                     STAGES=int(cfg.get("LOOP_STAGES", 1)), EVEN=even, EXACT=exact, **pdl,
                      num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 2),
                      **({"maxnreg": int(cfg["maxnreg"])} if cfg.get("maxnreg") else {})),
                 ws=ws if use_split else None, locks=(locks, n_tiles * M) if use_split else None)
@@ -646,7 +656,7 @@ def launch_int4_gemv(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor | 
                  HAS_R=residual is not None, ACT=_ACT_CODE[activation],
                  ACC=tl.float64 if x.dtype is T.float64 else tl.float32, FAST_Q=fast_q,
                  DECODE_ASM=fast_q and not exact and bool(cfg.get("DECODE_ASM", False)), EVEN=even, SPLIT=use_split,
-                 EVICT_W=str(cfg.get("EVICT_W", "")), EXACT=exact, num_warps=cfg.get("num_warps", 4),
+                 EVICT_W=str(cfg.get("EVICT_W", "")), EXACT=exact, **pdl, num_warps=cfg.get("num_warps", 4),
                  num_stages=cfg.get("num_stages", 2)),
             ws=ws if use_split else None, locks=(locks, n_tiles * M) if use_split else None)
 

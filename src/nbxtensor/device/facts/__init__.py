@@ -24,7 +24,7 @@ ARCHES = ("sm70", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120")
 REQUIRED_KEYS = ("arch", "name", "compute_capability", "warp_size", "max_threads_per_block", "max_threads_per_sm",
                  "max_blocks_per_sm", "registers_per_sm", "registers_per_block", "max_registers_per_thread",
                  "smem_per_block_default", "smem_per_block_optin", "smem_per_sm", "async_copy", "tma",
-                 "thread_block_clusters", "matrix_unit", "tile_ladders", "source")
+                 "thread_block_clusters", "programmatic_dependent_launch", "matrix_unit", "tile_ladders", "source")
 
 
 class MissingFactError(KeyError):
