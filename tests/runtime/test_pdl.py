@@ -77,7 +77,7 @@ def _step(dev):
     lens, lens1 = nbx.tensor([L], dtype=nbx.int32, device=dev), nbx.tensor([L + 1], dtype=nbx.int32, device=dev)
     pos = nbx.tensor([L], dtype=nbx.int64, device=dev)
     inv = (1.0 / (10000.0 ** (nbx.arange(0, D, 2, device=dev).float() / D)))
-    ql = QuantLinear.quantize(nbx.randn(H, Hq * D, generator=g, device=dev), group_size=32, scale_dtype=bf)
+    ql = QuantLinear.quantize(nbx.randn(H, Hq * D, generator=g, device=dev), group_size=32, scale_dtype=bf).to(dev)
     rope, app = registry.get("rotary_embedding").extra["function"], registry.get("kv_cache_append").extra["function"]
     dec = registry.get("decode_attention").extra["function"]
 
