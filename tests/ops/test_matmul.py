@@ -415,6 +415,61 @@ def test_fused_linear_inplace_residual(device):
         assert_close(H, h + x @ w.T, dt, 20)
 
 
+def test_tma_operand_rules():
+    """``_tma_operands``: 16-bit floats, a unit stride along K for ``a`` and along K or N for ``b``, 16-byte
+    aligned bases and 16-byte multiples for the other strides of the matrix dims (size-1 batch dims exempt)."""
+    bf = nbx.bfloat16
+    a = nbx.zeros(1, 1, 64, 128, dtype=bf)
+    w = nbx.zeros(96, 128, dtype=bf)
+    assert MM._tma_operands(a, w.t().view(1, 1, 128, 96))             # B K-major (linear's weight)
+    assert MM._tma_operands(a, nbx.zeros(1, 1, 128, 96, dtype=bf))    # B N-major
+    assert not MM._tma_operands(a.float(), nbx.zeros(1, 1, 128, 96))  # float32
+    assert not MM._tma_operands(nbx.zeros(1, 1, 64, 130, dtype=bf)[..., :128], nbx.zeros(1, 1, 128, 96, dtype=bf))
+    assert not MM._tma_operands(a, nbx.zeros(1, 1, 128, 99, dtype=bf)[..., :96])   # row stride 99 elements
+    assert not MM._tma_operands(nbx.zeros(1, 1, 64, 129, dtype=bf)[..., 1:], nbx.zeros(1, 1, 128, 96, dtype=bf))
+    assert not MM._tma_operands(a, nbx.zeros(1, 1, 96, 128, dtype=bf).transpose(2, 3)[..., ::2, :])   # no unit stride
+
+
+@pytest.mark.skipif(not GPU, reason="the descriptor (TMA) variant of the GEMM runs on sm_90 GPUs only")
+@pytest.mark.parametrize("dt", [T.bfloat16, T.float16])
+def test_mm_tma_variant_equals_pointer_kernel(dt, device):
+    """The GEMM kernel's TMA variant (tensor descriptors; sm90.json takes it for large products with a
+    transposed weight) against its pointer variant at the same tiles: the same bits, over M, N, K that are not
+    multiples of the tiles, both layouts of B (K-major: ``linear``'s (N, K) weight; N-major: ``mm``), a batched
+    product and an epilogue with bias and residual; and the float64 oracle. Operands that break the bulk-copy
+    rules (an odd row stride) take the pointer kernel under the same settings."""
+    from nbxtensor.runtime import configs
+    tiles = dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
+    cases = [(300, 200, 136, "linear"), (257, 129, 1000, "linear"), (300, 200, 136, "mm"), (64, 520, 72, "bmm"),
+             (200, 136, 88, "linear-bias-residual")]
+    for M, N, K, kind in cases:
+        x64, w64 = vals((M, K), dt), vals((N, K), dt)
+        b64, r64 = vals((N,), dt), vals((M, N), dt)
+        x, w = make(x64, dt, device), make(w64, dt, device)
+        bias, res = make(b64, dt, device), make(r64, dt, device)
+        if kind == "linear":
+            fn, ref = (lambda: nbx.nn.functional.linear(x, w)), x64 @ w64.T
+        elif kind == "linear-bias-residual":
+            fn, ref = (lambda: MM.linear(x, w, bias, residual=res)), x64 @ w64.T + b64 + r64
+        elif kind == "mm":
+            wt = make(w64.T, dt, device)
+            fn, ref = (lambda: nbx.mm(x, wt)), x64 @ w64.T
+        else:
+            xb, wb = make(np.stack([x64, -x64]), dt, device), make(np.stack([w64.T, w64.T]), dt, device)
+            fn, ref = (lambda: nbx.bmm(xb, wb)), np.stack([x64 @ w64.T, -x64 @ w64.T])
+        with configs.override("mm", TMA=True, **tiles):
+            got_tma = fn()
+        with configs.override("mm", TMA=False, **tiles):
+            got_ptr = fn()
+        assert np.array_equal(got_tma.cpu().numpy(), got_ptr.cpu().numpy()), (M, N, K, kind)
+        assert_close(got_tma, ref, dt, K, f"tma {kind} {M}x{N}x{K}")
+    xo = make(vals((100, 130), dt), dt, device, "sliced")   # stride 2 along K: the pointer kernel
+    wo = make(vals((70, 130), dt), dt, device)
+    with configs.override("mm", TMA=True, **tiles):
+        got = nbx.nn.functional.linear(xo, wo)
+    assert_close(got, f64(xo) @ f64(wo).T, dt, 130, "tma refused: sliced input")
+
+
 def test_linear_activation_refused(device):
     with pytest.raises(ValueError, match="unknown activation 'tanh'"):
         MM.linear(nbx.ones(2, 3, device=device), nbx.ones(4, 3, device=device), activation="tanh")

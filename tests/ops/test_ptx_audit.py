@@ -392,3 +392,19 @@ def test_pdl_kernels_wait_before_touching_memory(i, monkeypatch):
                 before = ptx[:cut]
                 assert not _GLOBAL_WRITE.search(before), (name, _GLOBAL_WRITE.findall(before))
                 assert not _GLOBAL_LOAD.search(before), (name, _GLOBAL_LOAD.findall(before))
+
+
+def test_mm_tma_rule_compiles_to_bulk_copies(monkeypatch):
+    """sm90.json's rule for large products with a transposed (K-major) weight takes the GEMM's descriptor variant:
+    its sm_90 code loads both operands with bulk tensor copies and multiplies with wgmma, and follows PyTorch's
+    float semantics like every other launch (:func:`ptx_violations`)."""
+    from nbxtensor.ops.matmul import linear
+    x, w = _t(1100, 9000, dtype=nbx.bfloat16), _t(256, 9000, dtype=nbx.bfloat16)
+    with captured(monkeypatch) as got:
+        linear(x, w)
+    (kernel, args, meta), = [g for g in got if g[0].__name__ == "_mm_kernel"]
+    assert meta["TMA"] and meta["B_KMAJOR"] and (meta["BLOCK_M"], meta["BLOCK_N"]) == (256, 128), meta
+    c = compile_sm90(kernel, args, meta)
+    ptx = c.asm["ptx"]
+    assert "cp.async.bulk.tensor" in ptx and "wgmma.mma_async" in ptx
+    assert ptx_violations(c, kernel.__name__) == []

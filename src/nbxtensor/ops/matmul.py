@@ -188,7 +188,12 @@ def _mm_kernel(A, B, OUT, C, R, M, N, K, NB1, STEP_A, STEP_B,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                ACC: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_K: tl.constexpr,
                INT_OUT: tl.constexpr, HAS_C: tl.constexpr, HAS_R: tl.constexpr, ACT: tl.constexpr,
-               ALPHA_ONE: tl.constexpr, BETA_ONE: tl.constexpr, EXACT: tl.constexpr):
+               ALPHA_ONE: tl.constexpr, BETA_ONE: tl.constexpr, EXACT: tl.constexpr, TMA: tl.constexpr = False,
+               B_KMAJOR: tl.constexpr = False):
+    # TMA (sm_90+, 16-bit operands; the host checks the bulk-copy rules: unit inner strides, 16-byte aligned
+    # bases and row strides): A and B tiles through tensor descriptors, B either K-major (``B_KMAJOR``: a
+    # (N, K) weight read as its transpose, as ``linear`` does) or N-major; rows and columns past the ends read
+    # as zeros (no wrapping, no K mask).
     pid = tl.program_id(0)
     pid_b = tl.program_id(1)
     b0 = (pid_b // NB1).to(tl.int64)
@@ -212,20 +217,37 @@ def _mm_kernel(A, B, OUT, C, R, M, N, K, NB1, STEP_A, STEP_B,
     a_ptrs = A + b0 * sa0 + b1 * sa1 + am[:, None] * sam + rk[None, :] * sak
     b_ptrs = B + b0 * sb0 + b1 * sb1 + rk[:, None] * sbk + bn[None, :] * sbn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
+    if TMA:
+        a_desc = tl.make_tensor_descriptor(A + b0 * sa0 + b1 * sa1, shape=[M, K], strides=[sam, 1],
+                                           block_shape=[BLOCK_M, BLOCK_K])
+        if B_KMAJOR:
+            b_desc = tl.make_tensor_descriptor(B + b0 * sb0 + b1 * sb1, shape=[N, K], strides=[sbn, 1],
+                                               block_shape=[BLOCK_N, BLOCK_K])
         else:
-            kr = K - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=rk[None, :] < kr, other=0)
-            b = tl.load(b_ptrs, mask=rk[:, None] < kr, other=0)
-        if UPCAST:  # interpreter tier: its dot reads 16-bit floats as raw integers
-            a = _cvt(a, tl.float32, True)
-            b = _cvt(b, tl.float32, True)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=ACC)
-        a_ptrs += STEP_A
-        b_ptrs += STEP_B
+            b_desc = tl.make_tensor_descriptor(B + b0 * sb0 + b1 * sb1, shape=[K, N], strides=[sbk, 1],
+                                               block_shape=[BLOCK_K, BLOCK_N])
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            if B_KMAJOR:
+                b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K]).T
+            else:
+                b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=ACC)
+    else:
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                b = tl.load(b_ptrs)
+            else:
+                kr = K - k * BLOCK_K
+                a = tl.load(a_ptrs, mask=rk[None, :] < kr, other=0)
+                b = tl.load(b_ptrs, mask=rk[:, None] < kr, other=0)
+            if UPCAST:  # interpreter tier: its dot reads 16-bit floats as raw integers
+                a = _cvt(a, tl.float32, True)
+                b = _cvt(b, tl.float32, True)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=ACC)
+            a_ptrs += STEP_A
+            b_ptrs += STEP_B
     _epilogue(acc, rm, rn, M, N, OUT + b0 * so0 + b1 * so1, som, son, C + b0 * sc0 + b1 * sc1, scm, scn,
               R + b0 * sr0 + b1 * sr1, srm, srn, alpha, beta, INT_OUT, HAS_C, HAS_R, ACT, ALPHA_ONE, BETA_ONE, EXACT)
 
@@ -531,13 +553,34 @@ def _launch_gemv(x: Tensor, w: Tensor, out: Tensor, c, r, alpha, beta, act, cfg:
             ws=ws if use_split else None, locks=(locks, n_tiles) if use_split else None)
 
 
+def _tma_operands(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a (B0, B1, M, K)`` and ``b (B0, B1, K, N)`` meet the rules of Hopper's bulk tensor copies as
+    ``_mm_kernel`` uses them: 16-bit floats, ``a`` with unit stride along K, ``b`` with unit stride along K or
+    along N, 16-byte aligned bases and 16-byte multiples for every other stride."""
+    for t, inner in ((a, (3,)), (b, (2, 3))):
+        if t.dtype not in (T.float16, T.bfloat16) or t.data_ptr() % 16:
+            return False
+        unit = [d for d in inner if t.stride(d) == 1]
+        if not unit:
+            return False
+        if any((t.stride(d) * 2) % 16 for d in range(4) if d != unit[0] and (d >= 2 or t.shape[d] > 1)):
+            return False
+    return True
+
+
 def _launch_mm(a: Tensor, b: Tensor, out: Tensor, c, r, alpha, beta, act) -> None:
     """Tiled GEMM over two batch dims: a (B0, B1, M, K), b (B0, B1, K, N), out/c/r (B0, B1, M, N)."""
     nb0, nb1, M, N = out.shape
     K = a.shape[-1]
     dt = a.dtype
-    cfg = launch_config("mm", out.device, dtypes=(dt,), m=M, n=N, k=K)
+    # b_kmajor: 2 when b is K-major (a weight (N, K) read transposed, as linear does), else 1: the tables tile
+    # the two layouts apart (benchmarks/sweep_mm.py)
+    kmajor = 2 if b.stride(2) == 1 and N > 1 else 1
+    cfg = launch_config("mm", out.device, dtypes=(dt,), m=M, n=N, k=K, b_kmajor=kmajor)
     bm, bn, bk, gm = cfg.pop("BLOCK_M"), cfg.pop("BLOCK_N"), cfg.pop("BLOCK_K"), cfg.pop("GROUP_M")
+    tma = bool(cfg.pop("TMA", False)) and not interpreting() and _tma_operands(a, b)
+    if tma:
+        cfg.update(TMA=True, B_KMAJOR=b.stride(2) == 1)
     grid = (-(-M // bm) * -(-N // bn), nb0 * nb1)
     c4 = c.stride() if c is not None else (0, 0, 0, 0)
     r4 = r.stride() if r is not None else (0, 0, 0, 0)
