@@ -8,6 +8,16 @@ with the table's (the same products: the same bits are expected; the largest dif
 TFLOP/s (``2 M N K`` over the median) per variant and shape; ``--variants`` picks among them by name.
 
     PYTHONPATH=src python3 benchmarks/sweep_mm.py [--variants "table,tma"] [--reps 20]
+
+Measured (H200, session 11; no flush, so above bench_ops' numbers; runs differ by up to 6 %): with a K-major B
+the table's old tiles (128x256x64 w8 s3, pointer loads) ran 464-566 TFLOP/s on the four 2048-row prefill linears
+and 270 at 512 rows; the rules now in sm90.json: 128x128x64 w8 s4 up to 1024 rows (539 at 512), 256x128x64 w8 s3
+with pointer loads up to 4096 rows, N <= 8192 and K <= 8192 (qkv 568, o 525-544), else the descriptor variant
+256x128x64 w8 s4 (gate_up 649-692, down 601-695, o at 8192 rows 627-650). The descriptor variant is slower where
+B is N-major (4096^3: 488-597 against 642-707), so those rules stay. Tried and removed: Triton's warp
+specialization of the K loop (``tl.range(..., warp_specialize=True)``) with the descriptor loads: with 4 warps
+(the only count Triton 3.6 specializes) the products were wrong (max differences 9-700), with 8 it is the
+plain loop.
 """
 from __future__ import annotations
 
