@@ -20,19 +20,23 @@ written: a GEMV's weight), and ``mixed`` (tiny and 32 MiB alternating: a decode 
 - ``trigger+wait``: ``gdc_launch_dependents`` before the wait (up to three grids in flight).
 
 Every mode's final buffer is compared with the plain chain's, byte for byte (a mismatch is printed, never hidden).
-Timed with CUDA events around the whole chain, eagerly (back-to-back launches) and as a captured graph's replay;
-prints the p50 microseconds per launch.
+Timed with CUDA events around the whole chain (harness.run_benchmark, no L2 flush), eagerly (back-to-back launches)
+and as a captured graph's replay; prints the p50 microseconds per launch.
 
     PYTHONPATH=src python3 benchmarks/probe_pdl.py            # on a CUDA machine
 """
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 
-import nbxtensor as nbx
-from nbxtensor.runtime.launcher import launch
-from nbxtensor.runtime.triton_compat import jit, tl
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness as H  # noqa: E402
+import nbxtensor as nbx  # noqa: E402
+from nbxtensor.runtime.launcher import launch  # noqa: E402
+from nbxtensor.runtime.triton_compat import jit, tl  # noqa: E402
 
 try:
     from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
@@ -67,16 +71,10 @@ def _chain(bufs, sizes, mode):
                TRIGGER=trig, TRIGGER_FIRST=first, launch_pdl=wait, num_warps=8)
 
 
-def _time(fn, reps=60):
-    ts = []
-    for _ in range(reps):
-        s, e = nbx.cuda.Event(enable_timing=True), nbx.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(ts)
+def _time(fn) -> float:
+    """p50 microseconds of ``fn`` (harness.run_benchmark: CUDA events, no L2 flush: the chain's own timing)."""
+    clock = H.EventClock(lambda: nbx.cuda.Event(enable_timing=True), nbx.cuda.synchronize, lambda: None)
+    return statistics.median(H.run_benchmark(fn, clock, H.TimingConfig(min_reps=60, max_reps=200))) * 1e3
 
 
 def main() -> int:

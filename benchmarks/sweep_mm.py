@@ -3,7 +3,7 @@
 For bf16 ``linear(x [2048, K], w [N, K])`` (the weight read transposed in place, as a model runner calls it) at
 the runner's four prefill projections, and ``mm`` at 4096^3 and 8192^3 (both operands row-major), each variant's
 settings are laid over the table's rule (:func:`nbxtensor.runtime.configs.override`) and timed with CUDA events
-(median of ``--reps`` runs after warm-up; compute-bound shapes, no L2 flush). Every variant's output is compared
+(harness.run_benchmark: the median of ``--reps`` runs after warm-up; compute-bound shapes, no L2 flush). Every variant's output is compared
 with the table's (the same products: the same bits are expected; the largest difference is printed). Prints
 TFLOP/s (``2 M N K`` over the median) per variant and shape; ``--variants`` picks among them by name.
 
@@ -27,6 +27,9 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness as H  # noqa: E402
 
 SHAPES = [("linear qkv 2048x6144x4096", 2048, 6144, 4096, True), ("linear o 2048x4096x4096", 2048, 4096, 4096, True),
           ("linear gate_up 2048x28672x4096", 2048, 28672, 4096, True),
@@ -71,6 +74,7 @@ def main() -> int:
     import nbxtensor.nn.functional as F
     from nbxtensor.runtime import configs
     names = [v for v in a.variants.split(",") if v]
+    clock = H.EventClock(lambda: nbx.cuda.Event(enable_timing=True), nbx.cuda.synchronize, lambda: None)
     print(f"{'variant':28s} " + " ".join(f"{s[0]:>31s}" for s in SHAPES))
     res = {n: [] for n in names}
     for label, M, N, K, lin in SHAPES:
@@ -88,16 +92,7 @@ def main() -> int:
                     o = out.float().cpu().numpy()
                     ref = o if ref is None else ref
                     diff = float(np.max(np.abs(o - ref)))
-                    for _ in range(3):
-                        fn()
-                    ts = []
-                    for _ in range(a.reps):
-                        s, e = nbx.cuda.Event(enable_timing=True), nbx.cuda.Event(enable_timing=True)
-                        s.record()
-                        fn()
-                        e.record()
-                        e.synchronize()
-                        ts.append(s.elapsed_time(e))
+                    ts = H.run_benchmark(fn, clock, H.TimingConfig(min_reps=a.reps, max_reps=a.reps))
                 ms = statistics.median(ts)
                 res[name].append(f"{2 * M * N * K / ms / 1e9:7.1f} TFLOP/s d={diff:.0e}")
             except Exception as err:  # noqa: BLE001 - a variant that fails is reported and the sweep goes on
