@@ -602,6 +602,9 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     bd, bdv = _pow2(E), _pow2(EV)
     cfg = launch_config("sdpa_fwd", q.device, dtypes=(dt,), head_dim=max(bd, bdv), q_len=max(L, 1),
                         causal=2 if causal else 1)
+    # a failure is remembered per kernel variant and settings (the table's whole answer, so one bad setting never
+    # disables another: the unverified causal variant must not disable the causal split, nor the reverse)
+    key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index, tuple(sorted(cfg.items())))
     table_tma = bool(cfg.pop("TMA", False))
     table_ws = bool(cfg.pop("WARP_SPEC", False))
     table_ftz = bool(cfg.pop("FAST_EXP", True))
@@ -609,10 +612,6 @@ def launch_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, out: 
     plain_max = bool(cfg.pop("PLAIN_MAX", False))
     table_split = bool(cfg.pop("CAUSAL_SPLIT", False))
     use_tma = (table_tma if tma is None else bool(tma)) and tma_ok(k, v)
-    # a failure is remembered per kernel variant and settings, so one bad setting never disables the others
-    # (the split is part of the variant: the unverified causal variant must not disable the split, nor the reverse)
-    key = (dt.name, bd, bdv, mask_kind, bool(causal), q.device.index,
-           tuple(sorted({**cfg, **({"CAUSAL_SPLIT": True} if table_split and causal else {})}.items())))
     if tma is None and key in _TMA_BROKEN:
         use_tma = False
     # the variant loads the query and stores the output through descriptors, so both meet TMA's rules too
