@@ -49,20 +49,21 @@ _SUPPORTED: dict = {}
 
 
 def supported(device) -> bool:
-    """Whether ``device`` can launch programmatically dependent kernels: its architecture's facts file
-    (``programmatic_dependent_launch``); ``False`` for the CPU and under the interpreter tier.
+    """Whether ``device`` can launch programmatically dependent kernels: the facts file
+    (``programmatic_dependent_launch``) of its architecture as the config tables name it
+    (:func:`nbxtensor.runtime.configs.arch_of`); ``False`` for the CPU and under the interpreter tier.
 
     Raises:
         nbxtensor.device.facts.MissingFactError: a CUDA device whose architecture has no facts file.
     """
     if device.type != "cuda" or INTERPRET:
         return False
-    hit = _SUPPORTED.get(device.index)
+    from . import configs
+    arch = configs.arch_of(device)   # the architecture the config tables answer for
+    hit = _SUPPORTED.get(arch)
     if hit is None:
-        from .. import cuda
-        from ..device.facts import arch_name, fact
-        hit = _SUPPORTED[device.index] = bool(fact(arch_name(*cuda.get_device_capability(device.index)),
-                                                   "programmatic_dependent_launch"))
+        from ..device.facts import fact
+        hit = _SUPPORTED[arch] = bool(fact(arch, "programmatic_dependent_launch"))
     return hit
 
 
