@@ -45,7 +45,6 @@ def test_supported_reads_the_architecture(monkeypatch):
     from nbxtensor import cuda
     caps = {7: (8, 0), 8: (9, 0), 9: (12, 0)}
     monkeypatch.setattr(cuda, "get_device_capability", lambda index: caps[index])
-    monkeypatch.setattr(pdl, "_SUPPORTED", {})
     monkeypatch.setattr(pdl, "INTERPRET", False)
     assert [pdl.supported(_Dev("cuda", i)) for i in (7, 8, 9)] == [False, True, True]
     assert not pdl.supported(nbx.device("cpu"))

@@ -67,9 +67,8 @@ from ..dtypes.casting import cast_array
 from ..runtime import configs as _cfgmod
 from ..runtime.configs import launch_config
 from ..runtime.launcher import Tail, interpreting, launch, launch_tail
-from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import enter as pdl_enter
 from ..runtime.pdl import settings as pdl_settings
-from ..runtime.pdl import wait as pdl_wait
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from . import dispatch, registry
@@ -336,8 +335,7 @@ def _decode_split_kernel(Q, K, V, LENS, BT, WS, O, LOCKS,
     group's at ``LOCKS[pid * NG + g]``, the pair's at ``LOCKS[P * NG + pid]`` (``P`` programs along axis 0).
     Both levels have a fixed order: the bits do not depend on the order in which programs finish. PDL:
     runtime/pdl.py."""
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     pid = tl.program_id(0)
     split = tl.program_id(1)
     hb = pid % HBLK
@@ -458,8 +456,7 @@ def _decode_combine_kernel(WS, O, LENS, NS, Hq, EV, cap, min_chunk, moff, loff, 
     :func:`_chunk_of`). A fixed loop order and fixed reduction trees: the same inputs give the same bits.
     ``ONE``: every split fits one ``BLOCK_S`` block (the host checked ``NS <= BLOCK_S``): ``m``, ``l`` and the
     partial rows are loaded once, together, with the same sums as the loop's single step. PDL: runtime/pdl.py."""
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     bh = tl.program_id(0).to(tl.int64)
     b = bh // Hq
     h = bh % Hq
@@ -513,8 +510,7 @@ def _kv_append_kernel(KN, VN, KC, VC, LENS, BT, ERR,
     """Write new row ``t`` of sequence ``b`` (all kv heads) at position ``cache_seqlens[b] + t``; a position
     outside the capacity or a page id outside ``[0, num_pages)`` writes nothing and sets ``ERR``. PDL:
     runtime/pdl.py."""
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     pid = tl.program_id(0)
     b = (pid // T).to(tl.int64)
     t = pid % T

@@ -79,9 +79,8 @@ from ..dtypes.table import DType
 from ..runtime import configs as _configs
 from ..runtime.configs import launch_config
 from ..runtime.launcher import LaunchPlan, Recording, interpreting, launch, make_launch_plan, scratch, unrecorded
-from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import enter as pdl_enter
 from ..runtime.pdl import settings as pdl_settings
-from ..runtime.pdl import wait as pdl_wait
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..shapes import broadcast_shapes, compute_view_strides, numel, storage_span
 from ..tensor.core import Tensor, host_view, make_tensor, new_empty
@@ -294,8 +293,7 @@ def _gemv_kernel(X, W, OUT, C, R, WS, LOCKS, M, N, K, MN, K_SPLIT, NSPLIT,
                  BETA_ONE: tl.constexpr, EXACT: tl.constexpr, PDL: tl.constexpr = False):
     # out[m, n] = sum_k x[m, k] * w[n, k] over this program's K range [k0, k_end); K_SPLIT is a multiple of
     # BLOCK_K (of BLOCK_K * UNROLL when EVEN_K). PDL: runtime/pdl.py (the wait before any memory access).
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

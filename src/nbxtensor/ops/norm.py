@@ -59,9 +59,8 @@ from ..shapes import numel
 from ..tensor.core import Tensor, host_view, new_empty
 from . import dispatch, registry
 from .fast_math16 import _rcpz
-from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import enter as pdl_enter
 from ..runtime.pdl import settings as pdl_settings
-from ..runtime.pdl import wait as pdl_wait
 from .reduction import FLOATS, cdiv, launch_quiet, loop_meta, out_convert, persistent_grid, welford_combine
 from .registry import Cost, OpRecord, register
 from .triton_helpers import TL_DTYPES, convert, div_rn, rcp_rn, sqrt_rn
@@ -254,8 +253,7 @@ def _norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, G, CPG, HW, eps, NBLK, R
     weight and bias loads; PARAMS_ACC (SHARED): weight and bias converted to ACC once, before the row loop.
     STATS_OUT (looped path; group_norm's ``SPLIT_STATS``): the statistics only, ``y[r] = mean`` and ``y[M + r] =
     var`` (biased) in ACC, no output pass. PDL: runtime/pdl.py (the wait before any memory access)."""
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK_N).to(tl.int64)
     n_f = N * tl.full([], 1, ACC)  # N in ACC, by arithmetic (an int argument equal to 1 arrives as a constexpr)

@@ -53,9 +53,8 @@ from ..dtypes.table import DType
 from ..runtime import configs as _cfg
 from ..runtime.configs import launch_config
 from ..runtime.launcher import Tail, launch, launch_tail
-from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import enter as pdl_enter
 from ..runtime.pdl import settings as pdl_settings
-from ..runtime.pdl import wait as pdl_wait
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..tensor.core import Tensor, host_view
 from .triton_helpers import TL_DTYPES, convert, ieee_options
@@ -307,8 +306,7 @@ def _pw1(OUT, X0, F0: tl.float64, I0: tl.int64, P0: tl.float64, P1: tl.float64, 
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
          RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr,
          HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr, PDL: tl.constexpr = False):
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     if PERSIST:  # a grid of programs_per_sm x SMs programs, each looping over tiles pid, pid + grid, ...
         for t in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
             _tile1(t, OUT, X0, F0, I0, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4, a0, a1, a2, a3,
@@ -339,8 +337,7 @@ def _pw2(OUT, X0, X1, F0: tl.float64, I0: tl.int64, F1: tl.float64, I1: tl.int64
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
          M1: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr,
          HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr, PDL: tl.constexpr = False):
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     if PERSIST:
         for t in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
             _tile2(t, OUT, X0, X1, F0, I0, F1, I1, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2, o3, o4,
@@ -373,8 +370,7 @@ def _pw3(OUT, X0, X1, X2, F0: tl.float64, I0: tl.int64, F1: tl.float64, I1: tl.i
          BODY: tl.constexpr, CT: tl.constexpr, RANK: tl.constexpr, OM: tl.constexpr, M0: tl.constexpr,
          M1: tl.constexpr, M2: tl.constexpr, RAW: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr,
          HW: tl.constexpr, EVICT: tl.constexpr, PERSIST: tl.constexpr, PDL: tl.constexpr = False):
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     if PERSIST:
         for t in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
             _tile3(t, OUT, X0, X1, X2, F0, I0, F1, I1, F2, I2, P0, P1, P2, Q0, Q1, Q2, N, S1, S2, S3, S4, o0, o1, o2,

@@ -48,9 +48,8 @@ from ..dtypes.tolerance import Tolerance, tolerance
 from ..runtime.configs import launch_config
 from ..runtime.configs import state as config_state
 from ..runtime.launcher import Tail, launch, launch_tail
-from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import enter as pdl_enter
 from ..runtime.pdl import settings as pdl_settings
-from ..runtime.pdl import wait as pdl_wait
 from ..runtime.triton_compat import jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from . import registry
@@ -287,8 +286,7 @@ def _rope_kernel(XQ, YQ, XK, YK, POS, INV, S, HQ, HK, R2, D, attn_scale,
                  BLOCK_P: tl.constexpr, ACC: tl.constexpr, PDL: tl.constexpr = False):
     """Rotate every head of token ``program_id(0)`` of q (``program_id(1) == 0``) or k (``== 1``). The head dim
     has stride 1 (the host makes it so). PDL: runtime/pdl.py."""
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     pid = tl.program_id(0)
     b = (pid // S).to(tl.int64)
     s = (pid % S).to(tl.int64)

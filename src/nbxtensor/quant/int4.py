@@ -80,9 +80,8 @@ from ..ops.triton_helpers import TL_DTYPES, convert
 from ..runtime import configs as _configs
 from ..runtime.configs import launch_config
 from ..runtime.launcher import interpreting
-from ..runtime.pdl import launch_dependents as pdl_launch_dependents
+from ..runtime.pdl import enter as pdl_enter
 from ..runtime.pdl import settings as pdl_settings
-from ..runtime.pdl import wait as pdl_wait
 from ..runtime.triton_compat import INTERPRET, jit, tl
 from ..tensor.core import Tensor, from_host_array, host_view, new_empty
 from .int4_tc import launch_int4_gemv_tc, tc_eligible
@@ -268,8 +267,7 @@ def _int4_gemv_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLIT,
     # groups along the lanes, the layout of the per-group sums when a lane holds one group (BLOCK_B = 32 * G/2);
     # a vectorized scale load would have another layout and the sums would go through shared memory every step.
     # PDL: runtime/pdl.py (the wait before any memory access).
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     H: tl.constexpr = G // 2
     NGC: tl.constexpr = BLOCK_B // H
     pid = tl.program_id(0)
@@ -517,8 +515,7 @@ def _int4_gemv_w_kernel(X, W, S, MN, C, R, OUT, WS, LOCKS, M, N, NG, MNS, G_SPLI
     # all take one layout (4 columns = one group per thread; the group sums stay in the thread) and nothing
     # goes through shared memory. PERSIST (no split-K): fewer programs than (row tile, x row) pairs, each
     # looping over pairs pid, pid + P, ...
-    pdl_wait(PDL)
-    pdl_launch_dependents(PDL)
+    pdl_enter(PDL)
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     W16 = W.to(tl.pointer_type(tl.int16), bitcast=True)

@@ -8,11 +8,11 @@ second. With the launch attribute ``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERI
 operations are visible, before they touch memory the previous kernels write or read. Source: CUDA C++
 Programming Guide, "Programmatic Dependent Launch and Synchronization"; PTX ISA, ``griddepcontrol`` (sm_90+).
 
-The rule every PDL-aware kernel of nbxtensor follows: ``wait(PDL)`` before its first access to global memory
-(so it reads and writes exactly what it would without PDL), then ``launch_dependents(PDL)``. What that saves is
-the launch of the next grid, overlapped with the end of the previous one: on the H200 about 0.3 us per kernel
-boundary in a CUDA graph (benchmarks/probe_pdl.py), +2.8 % decode tokens/s for a Llama-3-8B-shaped model
-(benchmarks/bench_pdl.py). Tried and removed (session 11): one-row products loading their first weight chunk
+The rule every PDL-aware kernel of nbxtensor follows: :func:`enter` (``wait``, then ``launch_dependents``)
+before its first access to global memory, so it reads and writes exactly what it would without PDL. What that
+saves is the launch of the next grid, overlapped with the end of the previous one: on the H200 about 0.3 us per
+kernel boundary in a CUDA graph (benchmarks/probe_pdl.py), +1.6 to +2.8 % decode tokens/s for a
+Llama-3-8B-shaped model in three runs (benchmarks/bench_pdl.py). Tried and removed (session 11): one-row products loading their first weight chunk
 before the wait (the caller promising that no kernel in flight writes the weight): no further gain (223.7
 tokens/s against 229.6 with the plain wait, 223.5 without PDL).
 
@@ -35,7 +35,7 @@ import os
 
 from .triton_compat import HAVE_TRITON, INTERPRET, jit, tl
 
-__all__ = ["settings", "supported", "wait", "launch_dependents", "ENV_ON"]
+__all__ = ["settings", "supported", "enter", "wait", "launch_dependents", "ENV_ON"]
 
 ENV_ON = os.environ.get("NBX_PDL", "1") != "0"
 
@@ -44,9 +44,6 @@ if HAVE_TRITON and not INTERPRET:
     from triton.language.extra.cuda import gdc_wait as _gdc_wait
 else:  # the interpreter tier never takes the PDL branch (PDL is always False there)
     _gdc_launch_dependents = _gdc_wait = None
-
-_SUPPORTED: dict = {}
-
 
 def supported(device) -> bool:
     """Whether ``device`` can launch programmatically dependent kernels: the facts file
@@ -58,13 +55,9 @@ def supported(device) -> bool:
     """
     if device.type != "cuda" or INTERPRET:
         return False
+    from ..device.facts import fact
     from . import configs
-    arch = configs.arch_of(device)   # the architecture the config tables answer for
-    hit = _SUPPORTED.get(arch)
-    if hit is None:
-        from ..device.facts import fact
-        hit = _SUPPORTED[arch] = bool(fact(arch, "programmatic_dependent_launch"))
-    return hit
+    return bool(fact(configs.arch_of(device), "programmatic_dependent_launch"))
 
 
 def settings(cfg: dict, device) -> dict:
@@ -97,3 +90,11 @@ def launch_dependents(PDL: tl.constexpr):
     every program of this one has executed this (its programs then wait in :func:`wait`)."""
     if PDL:
         _gdc_launch_dependents()
+
+
+@jit
+def enter(PDL: tl.constexpr):
+    """The start of every PDL-aware kernel, before its first global memory access: :func:`wait`, then
+    :func:`launch_dependents` (nothing when ``PDL`` is off)."""
+    wait(PDL)
+    launch_dependents(PDL)
