@@ -22,6 +22,7 @@ plain loop.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -86,7 +87,7 @@ def main() -> int:
         ref = None
         for name in names:
             try:
-                with configs.override("mm", **VARIANTS[name]) if VARIANTS[name] else _null():
+                with configs.override("mm", **VARIANTS[name]) if VARIANTS[name] else contextlib.nullcontext():
                     out = fn()
                     nbx.cuda.synchronize()
                     o = out.float().cpu().numpy()
@@ -101,14 +102,6 @@ def main() -> int:
     for name in names:
         print(f"{name:28s} " + " ".join(f"{c:>31s}" for c in res[name]))
     return 0
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *e):
-        return False
 
 
 if __name__ == "__main__":
